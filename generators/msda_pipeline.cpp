@@ -1,0 +1,136 @@
+#include "msda_pipeline.h"
+
+#include "sampling.h"
+
+namespace msda {
+
+using namespace Halide;
+using algebra::kCorners;
+
+Func sample_geometry(const MsdaInputs &in, const MsdaVars &v) {
+    Expr height = in.spatial_shapes(0, v.l);
+    Expr width = in.spatial_shapes(1, v.l);
+    Expr start = in.level_start_index(v.l);
+    algebra::BilinearAxis x = algebra::bilinear_axis(in.locations_x(v.p, v.l, v.h, v.q, v.b),
+                                                     width, in.align_corners, in.border);
+    algebra::BilinearAxis y = algebra::bilinear_axis(in.locations_y(v.p, v.l, v.h, v.q, v.b),
+                                                     height, in.align_corners, in.border);
+    Func geometry("geometry");
+    geometry(v.p, v.l, v.h, v.q, v.b) =
+        Tuple(start + y.lower * width + x.lower, width, algebra::corner_mask(x, y), x.fraction,
+              y.fraction, in.attention_weights(v.p, v.l, v.h, v.q, v.b));
+    return geometry;
+}
+
+namespace {
+
+// The value a corner contributes: V at the corner's row, or 0 when the corner
+// lies outside the level (never 0 * V, so non-finite values elsewhere in the
+// level cannot leak into the sample).
+Expr corner_value(const MsdaInputs &in, const FuncRef &geometry_ref, const Expr &c, const Expr &h,
+                  const Expr &b, int corner) {
+    Tuple g = Tuple(geometry_ref);
+    Expr row = algebra::corner_row(g[0], g[1], in.rows, corner);
+    return select(algebra::corner_is_inside(g[2], corner), in.value(c, h, row, b), 0.0f);
+}
+
+}  // namespace
+
+ForwardPipeline build_forward(const MsdaInputs &in) {
+    ForwardPipeline f;
+    const MsdaVars &v = f.vars;
+    f.geometry = sample_geometry(in, v);
+    f.sum_over = RDom(0, in.points, 0, in.levels, "sum_over");
+    Expr p = f.sum_over.x, l = f.sum_over.y;
+
+    FuncRef sample = f.geometry(p, l, v.h, v.q, v.b);
+    Tuple geometry(sample);
+    Expr interpolated = 0.0f;
+    for (int corner = 0; corner < kCorners; corner++) {
+        interpolated += algebra::corner_weight(geometry[3], geometry[4], corner) *
+                        corner_value(in, sample, v.c, v.h, v.b, corner);
+    }
+    f.accumulated = Func("accumulated");
+    f.accumulated(v.c, v.h, v.q, v.b) = 0.0f;
+    f.accumulated(v.c, v.h, v.q, v.b) += geometry[5] * interpolated;
+    f.output = Func("output");
+    f.output(v.c, v.h, v.q, v.b) = f.accumulated(v.c, v.h, v.q, v.b);
+    return f;
+}
+
+GradValuePipeline build_grad_value(const MsdaInputs &in, const Func &grad_output) {
+    GradValuePipeline f;
+    const MsdaVars &v = f.vars;
+    f.geometry = sample_geometry(in, v);
+    f.scatter = RDom(0, kCorners, 0, in.points, 0, in.levels, 0, in.queries, "scatter");
+    Expr corner = f.scatter[0], p = f.scatter[1], l = f.scatter[2], q = f.scatter[3];
+
+    Tuple geometry = f.geometry(p, l, v.h, q, v.b);
+    Expr row0 = geometry[0], width = geometry[1], mask = geometry[2];
+    Expr fx = geometry[3], fy = geometry[4], attention = geometry[5];
+
+    // The corner is a reduction variable, so its row, weight and mask are
+    // selected from the four per-corner expressions.
+    std::vector<Expr> rows, weights, inside;
+    for (int k = 0; k < kCorners; k++) {
+        rows.push_back(algebra::corner_row(row0, width, in.rows, k));
+        weights.push_back(algebra::corner_weight(fx, fy, k));
+        inside.push_back(algebra::corner_is_inside(mask, k));
+    }
+    Expr contribution = attention * mux(corner, weights) * grad_output(v.c, v.h, q, v.b);
+    f.grad_value = Func("grad_value");
+    f.grad_value(v.c, v.h, f.row, v.b) = 0.0f;
+    f.grad_value(v.c, v.h, mux(corner, rows), v.b) += select(mux(corner, inside), contribution, 0.0f);
+    return f;
+}
+
+GradSamplePipeline build_grad_sample(const MsdaInputs &in, const Func &grad_output,
+                                     SampleGradients which) {
+    GradSamplePipeline f;
+    const MsdaVars &v = f.vars;
+    f.geometry = sample_geometry(in, v);
+    f.channel = RDom(0, in.channels, "channel");
+
+    // <g, V_corner> for the four corners in one pass over the channels.
+    FuncRef sample = f.geometry(v.p, v.l, v.h, v.q, v.b);
+    f.corner_dots = Func("corner_dots");
+    f.corner_dots(v.p, v.l, v.h, v.q, v.b) = Tuple(0.0f, 0.0f, 0.0f, 0.0f);
+    Expr g = grad_output(f.channel, v.h, v.q, v.b);
+    std::vector<Expr> updated;
+    for (int corner = 0; corner < kCorners; corner++) {
+        updated.push_back(f.corner_dots(v.p, v.l, v.h, v.q, v.b)[corner] +
+                          g * corner_value(in, sample, f.channel, v.h, v.b, corner));
+    }
+    f.corner_dots(v.p, v.l, v.h, v.q, v.b) = Tuple(updated);
+
+    Tuple geometry(sample);
+    Expr fx = geometry[3], fy = geometry[4], attention = geometry[5];
+    Tuple dots = f.corner_dots(v.p, v.l, v.h, v.q, v.b);
+    Expr dot[kCorners] = {dots[0], dots[1], dots[2], dots[3]};
+
+    std::vector<Expr> results;
+    if (which != SampleGradients::sampling_locations) {
+        Expr grad_attention = 0.0f;
+        for (int corner = 0; corner < kCorners; corner++) {
+            grad_attention += algebra::corner_weight(fx, fy, corner) * dot[corner];
+        }
+        results.push_back(grad_attention);
+    }
+    if (which != SampleGradients::attention_weights) {
+        // The chain-rule scales (W or W - 1, 0 when clamped) come from the
+        // algebra again: they are per-sample scalars and cheap to recompute.
+        Expr width = in.spatial_shapes(1, v.l), height = in.spatial_shapes(0, v.l);
+        algebra::BilinearAxis x = algebra::bilinear_axis(in.locations_x(v.p, v.l, v.h, v.q, v.b),
+                                                         width, in.align_corners, in.border);
+        algebra::BilinearAxis y = algebra::bilinear_axis(in.locations_y(v.p, v.l, v.h, v.q, v.b),
+                                                         height, in.align_corners, in.border);
+        Expr valid = x.passes && y.passes;
+        results.push_back(select(valid, attention * algebra::d_sample_dx(dot, fy) * x.gradient_scale, 0.0f));
+        results.push_back(select(valid, attention * algebra::d_sample_dy(dot, fx) * y.gradient_scale, 0.0f));
+    }
+    f.grads = Func("grads");
+    f.grads(v.p, v.l, v.h, v.q, v.b) = results.size() == 1 ? Tuple(results[0]) : Tuple(results);
+    return f;
+}
+
+}  // namespace msda

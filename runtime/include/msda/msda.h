@@ -1,0 +1,96 @@
+/* msda: the plain C interface, for engines and FFI that avoid C++
+ * exceptions. Same semantics as msda.hpp: every call returns a status, and on
+ * failure msda_last_error() gives the message (per thread). */
+#ifndef MSDA_MSDA_H
+#define MSDA_MSDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum msda_status {
+    MSDA_OK = 0,
+    MSDA_ERROR = 1 /* message in msda_last_error() */
+} msda_status;
+
+typedef enum msda_dtype {
+    MSDA_F32 = 0,
+    MSDA_F16 = 1,
+    MSDA_BF16 = 2,
+    MSDA_F64 = 3,
+    MSDA_I32 = 4,
+    MSDA_I64 = 5
+} msda_dtype;
+
+#define MSDA_MAX_RANK 6
+
+/* Strides in elements. data == NULL with rank == 0 means absent. */
+typedef struct msda_tensor {
+    void *data;
+    msda_dtype dtype;
+    int rank;
+    int64_t shape[MSDA_MAX_RANK];
+    int64_t strides[MSDA_MAX_RANK];
+} msda_tensor;
+
+typedef enum msda_value_layout { MSDA_BLNC = 0, MSDA_BNLC = 1 } msda_value_layout;
+typedef enum msda_locations_layout { MSDA_BQHLP2 = 0, MSDA_B2QHLP = 1 } msda_locations_layout;
+typedef enum msda_padding_mode { MSDA_PADDING_ZEROS = 0, MSDA_PADDING_BORDER = 1 } msda_padding_mode;
+
+typedef struct msda_options {
+    msda_value_layout value_layout;
+    msda_locations_layout locations_layout;
+    int align_corners;
+    msda_padding_mode padding_mode;
+    int grad_value; /* non-zero: compute it */
+    int grad_sampling_locations;
+    int grad_attention_weights;
+} msda_options;
+
+typedef struct msda_forward_args {
+    msda_tensor value, spatial_shapes, level_start_index, sampling_locations,
+        attention_weights, output;
+} msda_forward_args;
+
+typedef struct msda_backward_args {
+    msda_tensor value, spatial_shapes, level_start_index, sampling_locations,
+        attention_weights, grad_output, grad_value, grad_sampling_locations,
+        grad_attention_weights;
+} msda_backward_args;
+
+typedef struct msda_problem_size {
+    int64_t batch, value_length, heads, channels, levels, queries, points;
+    msda_dtype dtype, locations_dtype;
+} msda_problem_size;
+
+typedef struct msda_plan msda_plan;
+
+/* The defaults of msda::Options (all three gradients). */
+msda_options msda_default_options(void);
+/* Fills a row-major tensor description. */
+msda_tensor msda_contiguous(void *data, msda_dtype dtype, int rank, const int64_t *shape);
+
+msda_status msda_forward(const msda_forward_args *args, const msda_options *options);
+msda_status msda_backward(const msda_backward_args *args, const msda_options *options);
+
+msda_status msda_plan_create(const msda_problem_size *size, const msda_options *options,
+                             msda_plan **plan);
+void msda_plan_destroy(msda_plan *plan);
+size_t msda_plan_workspace_size(const msda_plan *plan);
+msda_status msda_plan_forward(const msda_plan *plan, const msda_forward_args *args,
+                              void *workspace, size_t workspace_bytes);
+msda_status msda_plan_backward(const msda_plan *plan, const msda_backward_args *args,
+                               void *workspace, size_t workspace_bytes);
+
+void msda_set_num_threads(int threads);
+/* The message of this thread's last failed call ("" if none). */
+const char *msda_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

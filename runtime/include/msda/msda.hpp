@@ -1,0 +1,145 @@
+// msda: multi-scale deformable attention on CPUs, compiled ahead of time
+// from Halide pipelines. This is the whole C++ API; see README.md and the
+// SPEC for what each operator computes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <stdexcept>
+#include <string>
+
+namespace msda {
+
+// Every failure (bad input, a failure inside generated code, an allocation
+// failure) is reported as msda::Error. The message names the tensor and what
+// was expected. Nothing is written to outputs when validation fails.
+class Error : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+enum class DType : int { f32 = 0, f16 = 1, bf16 = 2, f64 = 3, i32 = 4, i64 = 5 };
+const char *dtype_name(DType);
+std::size_t dtype_size(DType);
+
+constexpr int kMaxRank = 6;
+
+// A non-owning view of a strided tensor. Strides are in elements, not bytes.
+// A view with data == nullptr and rank == 0 is "absent" (used for gradients
+// that were not asked for).
+struct TensorView {
+    void *data = nullptr;
+    DType dtype = DType::f32;
+    int rank = 0;
+    std::int64_t shape[kMaxRank] = {};
+    std::int64_t strides[kMaxRank] = {};
+
+    // A row-major (C-contiguous) view.
+    static TensorView contiguous(const void *data, DType dtype,
+                                 std::initializer_list<std::int64_t> shape);
+    // A view with explicit strides (in elements).
+    static TensorView strided(const void *data, DType dtype,
+                              std::initializer_list<std::int64_t> shape,
+                              std::initializer_list<std::int64_t> strides);
+    std::int64_t numel() const;
+    bool present() const { return data != nullptr || rank != 0; }
+};
+
+// value: BLNC = (B, L, N_h, C_h); BNLC = (B, N_h, L, C_h).
+enum class ValueLayout : int { BLNC = 0, BNLC = 1 };
+// sampling_locations: BQHLP2 = (B, N_q, N_h, N_l, N_p, 2);
+//                     B2QHLP = (B, 2, N_q, N_h, N_l, N_p).
+enum class LocationsLayout : int { BQHLP2 = 0, B2QHLP = 1 };
+enum class PaddingMode : int { zeros = 0, border = 1 };
+
+struct Options {
+    ValueLayout value_layout = ValueLayout::BLNC;
+    LocationsLayout locations_layout = LocationsLayout::BQHLP2;
+    bool align_corners = false;
+    PaddingMode padding_mode = PaddingMode::zeros;
+    // Which gradients backward computes. What is not asked for is neither
+    // computed nor written, and its view may be absent.
+    bool grad_value = true;
+    bool grad_sampling_locations = true;
+    bool grad_attention_weights = true;
+};
+
+// The tensors of one forward call. Shapes are those of the chosen layouts;
+// output is (B, N_q, N_h * C_h), head-major.
+struct ForwardArgs {
+    TensorView value;
+    TensorView spatial_shapes;     // (N_l, 2) int32 or int64, rows (H, W)
+    TensorView level_start_index;  // (N_l,) int32 or int64
+    TensorView sampling_locations;
+    TensorView attention_weights;  // (B, N_q, N_h, N_l, N_p)
+    TensorView output;
+};
+
+// The tensors of one backward call. Each gradient has the shape and layout of
+// the tensor it is the gradient of.
+struct BackwardArgs {
+    TensorView value;
+    TensorView spatial_shapes;
+    TensorView level_start_index;
+    TensorView sampling_locations;
+    TensorView attention_weights;
+    TensorView grad_output;  // (B, N_q, N_h * C_h)
+    TensorView grad_value;
+    TensorView grad_sampling_locations;
+    TensorView grad_attention_weights;
+};
+
+// The sizes a plan is made for. spatial_shapes and level_start_index are
+// data, read at run time; only their count (levels) is part of the plan.
+struct ProblemSize {
+    std::int64_t batch = 0;          // B
+    std::int64_t value_length = 0;   // L = sum of H_l * W_l
+    std::int64_t heads = 0;          // N_h
+    std::int64_t channels = 0;       // C_h
+    std::int64_t levels = 0;         // N_l
+    std::int64_t queries = 0;        // N_q
+    std::int64_t points = 0;         // N_p
+    DType dtype = DType::f32;            // value, weights, output, grads
+    DType locations_dtype = DType::f32;  // sampling_locations
+
+    // The sizes of a call's tensors (validated as the call would validate).
+    static ProblemSize of(const ForwardArgs &, const Options & = {});
+    static ProblemSize of(const BackwardArgs &, const Options & = {});
+};
+
+// Two-phase use for engines that manage their own memory: make a plan once
+// for given sizes and options, ask how much workspace it needs, then run it
+// as often as needed with caller-provided workspace. A plan is immutable and
+// may be run from several threads at once (each with its own workspace).
+class Plan {
+public:
+    Plan(const ProblemSize &size, const Options &options = {});
+
+    // Bytes of scratch memory a call needs (0 when none is needed).
+    std::size_t workspace_size() const;
+
+    // Validates the tensors against the plan, then runs. The workspace must
+    // hold workspace_size() bytes (it may be null when that is 0).
+    void forward(const ForwardArgs &args, void *workspace = nullptr,
+                 std::size_t workspace_bytes = 0) const;
+    void backward(const BackwardArgs &args, void *workspace = nullptr,
+                  std::size_t workspace_bytes = 0) const;
+
+    const ProblemSize &size() const { return size_; }
+    const Options &options() const { return options_; }
+
+private:
+    ProblemSize size_;
+    Options options_;
+};
+
+// One-shot calls: plan, allocate the workspace, run.
+void forward(const ForwardArgs &args, const Options &options = {});
+void backward(const BackwardArgs &args, const Options &options = {});
+
+// Threads the generated code may use (0 = one per core, the default).
+// Results do not depend on it: backward is bitwise reproducible.
+void set_num_threads(int threads);
+
+}  // namespace msda

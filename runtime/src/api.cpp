@@ -1,0 +1,69 @@
+// The public entry points: validate everything, then run the generated code.
+#include <msda/msda.hpp>
+
+#include "dispatch.h"
+
+namespace msda {
+
+ProblemSize ProblemSize::of(const ForwardArgs &args, const Options &options) {
+    return detail::check_forward(args, options).size;
+}
+
+ProblemSize ProblemSize::of(const BackwardArgs &args, const Options &options) {
+    return detail::check_backward(args, options).size;
+}
+
+Plan::Plan(const ProblemSize &size, const Options &options) : size_(size), options_(options) {
+    detail::check_plan(size, options);
+    // Fails now, not at the first call, if this build lacks a needed variant.
+    detail::select_kernels(size, options);
+}
+
+std::size_t Plan::workspace_size() const { return 0; }
+
+namespace {
+
+void check_workspace(const Plan &plan, const void *workspace, std::size_t bytes) {
+    const std::size_t needed = plan.workspace_size();
+    if (bytes < needed) {
+        detail::fail("workspace", std::to_string(bytes) + " bytes given, the plan needs " +
+                                      std::to_string(needed));
+    }
+    if (needed > 0 && workspace == nullptr) {
+        detail::fail("workspace", "null, the plan needs " + std::to_string(needed) + " bytes");
+    }
+}
+
+}  // namespace
+
+void Plan::forward(const ForwardArgs &args, void *workspace, std::size_t workspace_bytes) const {
+    detail::CheckedCall call = detail::check_forward(args, options_);
+    detail::check_matches_plan(size_, call.size);
+    check_workspace(*this, workspace, workspace_bytes);
+    detail::run_forward(detail::select_kernels(size_, options_), args, options_, call);
+}
+
+void Plan::backward(const BackwardArgs &args, void *workspace, std::size_t workspace_bytes) const {
+    detail::CheckedCall call = detail::check_backward(args, options_);
+    detail::check_matches_plan(size_, call.size);
+    check_workspace(*this, workspace, workspace_bytes);
+    detail::run_backward(detail::select_kernels(size_, options_), args, options_, call);
+}
+
+// The one-shot calls validate once, then run what a plan would (a plan's
+// workspace is 0 bytes for float32, so there is nothing to allocate).
+void forward(const ForwardArgs &args, const Options &options) {
+    detail::CheckedCall call = detail::check_forward(args, options);
+    detail::check_plan(call.size, options);
+    detail::run_forward(detail::select_kernels(call.size, options), args, options, call);
+}
+
+void backward(const BackwardArgs &args, const Options &options) {
+    detail::CheckedCall call = detail::check_backward(args, options);
+    detail::check_plan(call.size, options);
+    detail::run_backward(detail::select_kernels(call.size, options), args, options, call);
+}
+
+void set_num_threads(int threads) { detail::set_threads(threads); }
+
+}  // namespace msda

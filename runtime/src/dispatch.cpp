@@ -1,0 +1,246 @@
+#include "dispatch.h"
+
+#include <HalideRuntime.h>
+
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "msda_variants.h"
+
+namespace msda::detail {
+
+namespace {
+
+const Variant kVariants[] = {
+#define MSDA_VARIANT(name, kind, channels) \
+    {Kind::kind, channels, reinterpret_cast<GeneratedFunction>(&name)},
+    MSDA_FOR_EACH_VARIANT(MSDA_VARIANT)
+#undef MSDA_VARIANT
+};
+
+const char *kind_name(Kind kind) {
+    switch (kind) {
+    case Kind::forward: return "forward";
+    case Kind::grad_value: return "grad_value";
+    case Kind::grad_sample: return "grad_attention_weights and grad_sampling_locations";
+    case Kind::grad_attention_weights: return "grad_attention_weights";
+    case Kind::grad_sampling_locations: return "grad_sampling_locations";
+    }
+    return "unknown";
+}
+
+// The generated code reports failures through halide_error with the
+// user_context it was called with: each call collects its own messages, so
+// concurrent calls never mix them and nothing is printed or aborted.
+struct CallContext {
+    std::string message;
+};
+
+void collect_error(void *user_context, const char *message) {
+    if (user_context != nullptr) static_cast<CallContext *>(user_context)->message += message;
+}
+
+void install_error_handler() {
+    static std::once_flag once;
+    std::call_once(once, [] { halide_set_error_handler(&collect_error); });
+}
+
+// A halide_buffer_t over caller memory, dims innermost first.
+struct HalideBuffer {
+    halide_buffer_t buffer{};
+    halide_dimension_t dims[kMaxRank]{};
+
+    HalideBuffer(void *data, halide_type_t type, int dimensions) {
+        buffer.host = static_cast<std::uint8_t *>(data);
+        buffer.type = type;
+        buffer.dimensions = dimensions;
+        buffer.dim = dims;
+    }
+    void set(int d, std::int64_t extent, std::int64_t stride) {
+        dims[d].min = 0;
+        dims[d].extent = static_cast<std::int32_t>(extent);
+        dims[d].stride = static_cast<std::int32_t>(stride);
+    }
+    // The dim pointer is refreshed here because a copy still points at the
+    // original's array.
+    halide_buffer_t *get() {
+        buffer.dim = dims;
+        return &buffer;
+    }
+};
+
+const halide_type_t kFloat32{halide_type_float, 32, 1};
+const halide_type_t kInt32{halide_type_int, 32, 1};
+
+// A tensor as a Halide buffer whose dimension d is the tensor's
+// dimension order[d], starting `offset` elements into the data.
+HalideBuffer permuted(const TensorView &t, std::initializer_list<int> order,
+                      std::int64_t offset = 0) {
+    HalideBuffer result(static_cast<float *>(t.data) + offset, kFloat32,
+                        static_cast<int>(order.size()));
+    int d = 0;
+    for (int source : order) {
+        result.set(d++, t.shape[source], t.strides[source]);
+    }
+    return result;
+}
+
+// value and grad_value: (c, h, row, b).
+HalideBuffer value_buffer(const TensorView &t, ValueLayout layout) {
+    return layout == ValueLayout::BLNC ? permuted(t, {3, 2, 1, 0}) : permuted(t, {3, 1, 2, 0});
+}
+
+// One plane (0: x, 1: y) of sampling_locations or its gradient: (p, l, h, q, b).
+HalideBuffer location_plane(const TensorView &t, LocationsLayout layout, int plane) {
+    if (layout == LocationsLayout::BQHLP2) {
+        return permuted(t, {4, 3, 2, 1, 0}, plane * t.strides[5]);
+    }
+    return permuted(t, {5, 4, 3, 2, 0}, plane * t.strides[1]);
+}
+
+// attention_weights and its gradient: (p, l, h, q, b).
+HalideBuffer weight_buffer(const TensorView &t) { return permuted(t, {4, 3, 2, 1, 0}); }
+
+// output and grad_output, (B, N_q, N_h*C_h) head-major: (c, h, q, b).
+HalideBuffer head_major_buffer(const TensorView &t, std::int64_t heads, std::int64_t channels) {
+    HalideBuffer result(t.data, kFloat32, 4);
+    result.set(0, channels, t.strides[2]);
+    result.set(1, heads, channels * t.strides[2]);
+    result.set(2, t.shape[1], t.strides[1]);
+    result.set(3, t.shape[0], t.strides[0]);
+    return result;
+}
+
+// The inputs every generated function takes first.
+struct CommonInputs {
+    HalideBuffer value, spatial_shapes, level_start_index, locations_x, locations_y, weights;
+    bool align_corners, border;
+
+    CommonInputs(const TensorView &value_view, const TensorView &locations,
+                 const TensorView &attention_weights, LevelTable &levels, const Options &options)
+        : value(value_buffer(value_view, options.value_layout)),
+          spatial_shapes(levels.shapes.data(), kInt32, 2),
+          level_start_index(levels.starts.data(), kInt32, 1),
+          locations_x(location_plane(locations, options.locations_layout, 0)),
+          locations_y(location_plane(locations, options.locations_layout, 1)),
+          weights(weight_buffer(attention_weights)),
+          align_corners(options.align_corners),
+          border(options.padding_mode == PaddingMode::border) {
+        const std::int64_t level_count = static_cast<std::int64_t>(levels.starts.size());
+        spatial_shapes.set(0, 2, 1);
+        spatial_shapes.set(1, level_count, 2);
+        level_start_index.set(0, level_count, 1);
+    }
+};
+
+template <typename... Outputs>
+void call(const Variant &variant, CommonInputs &in, Outputs *...outputs) {
+    using Signature = int (*)(const void *, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,
+                              halide_buffer_t *, halide_buffer_t *, halide_buffer_t *, bool, bool,
+                              Outputs *...);
+    install_error_handler();
+    CallContext context;
+    int result = reinterpret_cast<Signature>(variant.function)(
+        &context, in.value.get(), in.spatial_shapes.get(), in.level_start_index.get(),
+        in.locations_x.get(), in.locations_y.get(), in.weights.get(), in.align_corners, in.border,
+        outputs...);
+    if (result != 0) {
+        throw Error(std::string("msda: generated code for ") + kind_name(variant.kind) +
+                    " failed (Halide error " + std::to_string(result) + "): " +
+                    (context.message.empty() ? "no message" : context.message));
+    }
+}
+
+// grad_value when there is nothing to scatter (N_q == 0): all zeros.
+void fill_zeros(const TensorView &t) {
+    std::int64_t index[kMaxRank] = {};
+    const std::int64_t count = t.numel();
+    for (std::int64_t n = 0; n < count; n++) {
+        std::int64_t offset = 0;
+        for (int d = 0; d < t.rank; d++) offset += index[d] * t.strides[d];
+        static_cast<float *>(t.data)[offset] = 0.0f;
+        for (int d = t.rank - 1; d >= 0 && ++index[d] == t.shape[d]; d--) index[d] = 0;
+    }
+}
+
+}  // namespace
+
+const Variant &select_variant(Kind kind, std::int64_t channels) {
+    const Variant *generic = nullptr;
+    for (const Variant &variant : kVariants) {
+        if (variant.kind != kind) continue;
+        if (variant.channels == channels) return variant;
+        if (variant.channels == 0) generic = &variant;
+    }
+    if (generic == nullptr) {
+        throw Error(std::string("msda: this build has no generated code for ") + kind_name(kind));
+    }
+    return *generic;
+}
+
+Kernels select_kernels(const ProblemSize &size, const Options &options) {
+    Kernels kernels;
+    kernels.forward = &select_variant(Kind::forward, size.channels);
+    if (options.grad_value) kernels.grad_value = &select_variant(Kind::grad_value, size.channels);
+    if (options.grad_attention_weights && options.grad_sampling_locations) {
+        kernels.grad_sample = &select_variant(Kind::grad_sample, size.channels);
+    } else if (options.grad_attention_weights) {
+        kernels.grad_sample = &select_variant(Kind::grad_attention_weights, size.channels);
+    } else if (options.grad_sampling_locations) {
+        kernels.grad_sample = &select_variant(Kind::grad_sampling_locations, size.channels);
+    }
+    return kernels;
+}
+
+void run_forward(const Kernels &kernels, const ForwardArgs &args, const Options &options,
+                 const CheckedCall &checked) {
+    const ProblemSize &size = checked.size;
+    if (size.batch == 0 || size.queries == 0) return;  // output is empty
+    LevelTable levels = checked.levels;
+    CommonInputs in(args.value, args.sampling_locations, args.attention_weights, levels, options);
+    HalideBuffer output = head_major_buffer(args.output, size.heads, size.channels);
+    call(*kernels.forward, in, output.get());
+}
+
+void run_backward(const Kernels &kernels, const BackwardArgs &args, const Options &options,
+                  const CheckedCall &checked) {
+    const ProblemSize &size = checked.size;
+    if (size.batch == 0) return;  // every tensor is empty
+    if (size.queries == 0) {
+        if (kernels.grad_value != nullptr) fill_zeros(args.grad_value);
+        return;
+    }
+    LevelTable levels = checked.levels;
+    CommonInputs in(args.value, args.sampling_locations, args.attention_weights, levels, options);
+    HalideBuffer grad_output = head_major_buffer(args.grad_output, size.heads, size.channels);
+
+    if (kernels.grad_value != nullptr) {
+        HalideBuffer grad_value = value_buffer(args.grad_value, options.value_layout);
+        call(*kernels.grad_value, in, grad_output.get(), grad_value.get());
+    }
+    if (kernels.grad_sample == nullptr) return;
+    if (kernels.grad_sample->kind == Kind::grad_attention_weights) {
+        HalideBuffer weights = weight_buffer(args.grad_attention_weights);
+        call(*kernels.grad_sample, in, grad_output.get(), weights.get());
+        return;
+    }
+    HalideBuffer x = location_plane(args.grad_sampling_locations, options.locations_layout, 0);
+    HalideBuffer y = location_plane(args.grad_sampling_locations, options.locations_layout, 1);
+    if (kernels.grad_sample->kind == Kind::grad_sampling_locations) {
+        call(*kernels.grad_sample, in, grad_output.get(), x.get(), y.get());
+        return;
+    }
+    HalideBuffer weights = weight_buffer(args.grad_attention_weights);
+    call(*kernels.grad_sample, in, grad_output.get(), weights.get(), x.get(), y.get());
+}
+
+void set_threads(int threads) {
+    if (threads < 0) {
+        throw Error("msda: set_num_threads: expected 0 (one per core) or a positive count, got " +
+                    std::to_string(threads));
+    }
+    halide_set_num_threads(threads);
+}
+
+}  // namespace msda::detail

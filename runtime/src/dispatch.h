@@ -1,0 +1,40 @@
+// The bridge to the generated code: which compiled variant serves a plan, how
+// tensors become Halide buffers (a layout is only a permutation of strides),
+// and how the generated functions' errors come back as msda::Error.
+#pragma once
+
+#include "validate.h"
+
+namespace msda::detail {
+
+enum class Kind { forward, grad_value, grad_sample, grad_attention_weights, grad_sampling_locations };
+
+// A generated function; called through the signature of its kind.
+using GeneratedFunction = void (*)();
+
+struct Variant {
+    Kind kind;
+    int channels;  // compile-time C_h, 0 for any
+    GeneratedFunction function;
+};
+
+// The variant for this kind and channel count: a compile-time C_h when one
+// was built for it, else the generic one.
+const Variant &select_variant(Kind kind, std::int64_t channels);
+
+// The generated functions a plan runs.
+struct Kernels {
+    const Variant *forward = nullptr;
+    const Variant *grad_value = nullptr;
+    const Variant *grad_sample = nullptr;  // the asked-for per-sample gradients
+};
+Kernels select_kernels(const ProblemSize &size, const Options &options);
+
+void run_forward(const Kernels &kernels, const ForwardArgs &args, const Options &options,
+                 const CheckedCall &call);
+void run_backward(const Kernels &kernels, const BackwardArgs &args, const Options &options,
+                  const CheckedCall &call);
+
+void set_threads(int threads);
+
+}  // namespace msda::detail

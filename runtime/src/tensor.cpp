@@ -1,0 +1,69 @@
+// TensorView helpers and dtype names.
+#include <msda/msda.hpp>
+
+namespace msda {
+
+const char *dtype_name(DType dtype) {
+    switch (dtype) {
+    case DType::f32: return "float32";
+    case DType::f16: return "float16";
+    case DType::bf16: return "bfloat16";
+    case DType::f64: return "float64";
+    case DType::i32: return "int32";
+    case DType::i64: return "int64";
+    }
+    return "unknown dtype";
+}
+
+std::size_t dtype_size(DType dtype) {
+    switch (dtype) {
+    case DType::f16:
+    case DType::bf16: return 2;
+    case DType::f32:
+    case DType::i32: return 4;
+    case DType::f64:
+    case DType::i64: return 8;
+    }
+    return 0;
+}
+
+TensorView TensorView::contiguous(const void *data, DType dtype,
+                                  std::initializer_list<std::int64_t> shape) {
+    if (shape.size() > static_cast<std::size_t>(kMaxRank)) {
+        throw Error("msda: TensorView::contiguous: rank " + std::to_string(shape.size()) +
+                    " exceeds the maximum of " + std::to_string(kMaxRank));
+    }
+    TensorView view;
+    view.data = const_cast<void *>(data);
+    view.dtype = dtype;
+    view.rank = static_cast<int>(shape.size());
+    int d = 0;
+    for (std::int64_t extent : shape) view.shape[d++] = extent;
+    std::int64_t stride = 1;
+    for (d = view.rank - 1; d >= 0; d--) {
+        view.strides[d] = stride;
+        stride *= view.shape[d];
+    }
+    return view;
+}
+
+TensorView TensorView::strided(const void *data, DType dtype,
+                               std::initializer_list<std::int64_t> shape,
+                               std::initializer_list<std::int64_t> strides) {
+    if (shape.size() != strides.size()) {
+        throw Error("msda: TensorView::strided: " + std::to_string(shape.size()) + " extents but " +
+                    std::to_string(strides.size()) + " strides");
+    }
+    TensorView view = contiguous(data, dtype, shape);
+    int d = 0;
+    for (std::int64_t stride : strides) view.strides[d++] = stride;
+    return view;
+}
+
+std::int64_t TensorView::numel() const {
+    std::int64_t count = 1;
+    for (int d = 0; d < rank; d++) count *= shape[d];
+    return count;
+}
+
+}  // namespace msda

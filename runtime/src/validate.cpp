@@ -1,0 +1,465 @@
+#include "validate.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <sstream>
+
+namespace msda::detail {
+
+void fail(const std::string &tensor, const std::string &what) {
+    throw Error("msda: " + tensor + ": " + what);
+}
+
+namespace {
+
+constexpr std::int64_t kIndexLimit = std::numeric_limits<std::int32_t>::max();
+
+// Dimension names of each tensor, in the order of its shape.
+const char *const kValueDims[2][4] = {{"B", "L", "N_h", "C_h"}, {"B", "N_h", "L", "C_h"}};
+const char *const kLocationDims[2][6] = {{"B", "N_q", "N_h", "N_l", "N_p", "2"},
+                                         {"B", "2", "N_q", "N_h", "N_l", "N_p"}};
+const char *const kWeightDims[5] = {"B", "N_q", "N_h", "N_l", "N_p"};
+const char *const kOutputDims[3] = {"B", "N_q", "N_h*C_h"};
+
+const char *value_layout_name(ValueLayout layout) {
+    return layout == ValueLayout::BLNC ? "BLNC (B, L, N_h, C_h)" : "BNLC (B, N_h, L, C_h)";
+}
+const char *locations_layout_name(LocationsLayout layout) {
+    return layout == LocationsLayout::BQHLP2 ? "BQHLP2 (B, N_q, N_h, N_l, N_p, 2)"
+                                             : "B2QHLP (B, 2, N_q, N_h, N_l, N_p)";
+}
+
+std::string shape_string(const TensorView &t) {
+    std::ostringstream out;
+    out << "(";
+    for (int d = 0; d < t.rank; d++) out << (d ? ", " : "") << t.shape[d];
+    out << (t.rank == 1 ? ",)" : ")");
+    return out.str();
+}
+
+// The sizes of a call, each with the tensor it was read from.
+struct Sizes {
+    std::int64_t batch, value_length, heads, channels, levels, queries, points;
+};
+
+// What one dimension of a tensor must be, and where that number comes from.
+struct Expected {
+    std::int64_t size;
+    const char *source;  // e.g. "N_h of value"
+};
+
+void check_present(const TensorView &t, const char *name, int rank, const std::string &shape_desc) {
+    if (!t.present()) fail(name, "missing: expected a tensor of shape " + shape_desc);
+    if (t.rank != rank) {
+        fail(name, "expected rank " + std::to_string(rank) + " " + shape_desc + ", got rank " +
+                       std::to_string(t.rank) + " with shape " + shape_string(t));
+    }
+    for (int d = 0; d < t.rank; d++) {
+        if (t.shape[d] < 0) {
+            fail(name, "dimension " + std::to_string(d) + " has negative extent " +
+                           std::to_string(t.shape[d]));
+        }
+    }
+}
+
+void check_dtype(const TensorView &t, const char *name, DType expected, const char *why) {
+    if (t.dtype != expected) {
+        fail(name, std::string("expected dtype ") + dtype_name(expected) + " (" + why + "), got " +
+                       dtype_name(t.dtype));
+    }
+}
+
+void check_storage_dtype(const TensorView &t, const char *name) {
+    if (t.dtype == DType::f16 || t.dtype == DType::bf16) {
+        fail(name, std::string(dtype_name(t.dtype)) +
+                       " storage is not available yet: this build supports float32");
+    }
+    check_dtype(t, name, DType::f32, "value, attention_weights, output and gradients share float32");
+}
+
+void check_dims(const TensorView &t, const char *name, const char *const *dim_names,
+                const Expected *expected) {
+    for (int d = 0; d < t.rank; d++) {
+        if (expected[d].source == nullptr) continue;
+        if (t.shape[d] != expected[d].size) {
+            fail(name, "dimension " + std::to_string(d) + " (" + dim_names[d] + ") is " +
+                           std::to_string(t.shape[d]) + ", expected " +
+                           std::to_string(expected[d].size) + " (" + expected[d].source +
+                           "); shape is " + shape_string(t));
+        }
+    }
+}
+
+// Data, extents and strides the generated code can address: data present
+// when there are elements, extents and strides within 32-bit buffer fields.
+void check_addressable(const TensorView &t, const char *name) {
+    if (t.numel() > 0 && t.data == nullptr) {
+        fail(name, "data is null but the tensor has " + std::to_string(t.numel()) + " elements");
+    }
+    for (int d = 0; d < t.rank; d++) {
+        if (t.shape[d] > kIndexLimit || t.strides[d] > kIndexLimit || t.strides[d] < -kIndexLimit) {
+            fail(name, "dimension " + std::to_string(d) + " (extent " + std::to_string(t.shape[d]) +
+                           ", stride " + std::to_string(t.strides[d]) +
+                           ") exceeds what one call can address (2^31 - 1 elements per extent "
+                           "and stride)");
+        }
+    }
+}
+
+void check_dense_channels(const TensorView &t, const char *name, int dim) {
+    if (t.shape[dim] > 1 && t.strides[dim] != 1) {
+        fail(name, std::string("the channel dimension (") + (t.rank == 3 ? "N_h*C_h" : "C_h") +
+                       ") must be contiguous (stride 1), got stride " + std::to_string(t.strides[dim]));
+    }
+}
+
+// An output must not write one element through two indices.
+void check_no_self_overlap(const TensorView &t, const char *name) {
+    if (t.numel() <= 1) return;
+    int order[kMaxRank];
+    int count = 0;
+    for (int d = 0; d < t.rank; d++) {
+        if (t.shape[d] > 1) order[count++] = d;
+    }
+    std::sort(order, order + count, [&](int a, int b) {
+        return std::abs(t.strides[a]) < std::abs(t.strides[b]);
+    });
+    std::int64_t reach = 1;  // elements spanned by the dimensions so far
+    for (int i = 0; i < count; i++) {
+        std::int64_t stride = std::abs(t.strides[order[i]]);
+        if (stride < reach) {
+            fail(name, "its strides make elements overlap (an output must give every element its "
+                       "own memory); shape " + shape_string(t));
+        }
+        reach = stride * t.shape[order[i]];
+    }
+}
+
+struct Span {
+    std::uintptr_t begin = 0, end = 0;  // bytes [begin, end)
+};
+
+Span span_of(const TensorView &t) {
+    if (!t.present() || t.numel() == 0) return {};
+    std::int64_t low = 0, high = 0;
+    for (int d = 0; d < t.rank; d++) {
+        std::int64_t reach = (t.shape[d] - 1) * t.strides[d];
+        (reach < 0 ? low : high) += reach;
+    }
+    auto base = reinterpret_cast<std::uintptr_t>(t.data);
+    std::int64_t size = static_cast<std::int64_t>(dtype_size(t.dtype));
+    return {base + low * size, base + (high + 1) * size};
+}
+
+struct Named {
+    const TensorView *tensor;
+    const char *name;
+};
+
+void check_disjoint(const std::vector<Named> &outputs, const std::vector<Named> &inputs) {
+    for (std::size_t i = 0; i < outputs.size(); i++) {
+        Span out = span_of(*outputs[i].tensor);
+        if (out.begin == out.end) continue;
+        auto overlaps = [&](const Named &other) {
+            Span s = span_of(*other.tensor);
+            return s.begin < s.end && s.begin < out.end && out.begin < s.end;
+        };
+        for (const Named &input : inputs) {
+            if (overlaps(input)) {
+                fail(outputs[i].name, std::string("its memory overlaps ") + input.name +
+                                          "; outputs must not alias inputs");
+            }
+        }
+        for (std::size_t j = i + 1; j < outputs.size(); j++) {
+            if (overlaps(outputs[j])) {
+                fail(outputs[i].name, std::string("its memory overlaps ") + outputs[j].name +
+                                          "; outputs must not alias each other");
+            }
+        }
+    }
+}
+
+std::int64_t read_integer(const TensorView &t, std::int64_t offset) {
+    if (t.dtype == DType::i32) return static_cast<const std::int32_t *>(t.data)[offset];
+    return static_cast<const std::int64_t *>(t.data)[offset];
+}
+
+void check_integer_dtype(const TensorView &t, const char *name) {
+    if (t.dtype != DType::i32 && t.dtype != DType::i64) {
+        fail(name, std::string("expected dtype int32 or int64, got ") + dtype_name(t.dtype));
+    }
+}
+
+// value, spatial_shapes, level_start_index, attention_weights and
+// sampling_locations: the inputs both operators read.
+Sizes check_inputs(const TensorView &value, const TensorView &spatial_shapes,
+                   const TensorView &level_start_index, const TensorView &sampling_locations,
+                   const TensorView &attention_weights, const Options &options,
+                   LevelTable &levels) {
+    const int value_layout = static_cast<int>(options.value_layout);
+    const int locations_layout = static_cast<int>(options.locations_layout);
+    if (value_layout < 0 || value_layout > 1) fail("options", "value_layout must be BLNC or BNLC");
+    if (locations_layout < 0 || locations_layout > 1) {
+        fail("options", "locations_layout must be BQHLP2 or B2QHLP");
+    }
+    if (options.padding_mode != PaddingMode::zeros && options.padding_mode != PaddingMode::border) {
+        fail("options", "padding_mode must be zeros or border");
+    }
+
+    check_present(value, "value", 4, value_layout_name(options.value_layout));
+    check_storage_dtype(value, "value");
+    check_addressable(value, "value");
+    Sizes s{};
+    const bool blnc = options.value_layout == ValueLayout::BLNC;
+    s.batch = value.shape[0];
+    s.value_length = value.shape[blnc ? 1 : 2];
+    s.heads = value.shape[blnc ? 2 : 1];
+    s.channels = value.shape[3];
+    if (s.heads < 1) fail("value", "N_h must be at least 1, got " + std::to_string(s.heads));
+    if (s.channels < 1) fail("value", "C_h must be at least 1, got " + std::to_string(s.channels));
+    check_dense_channels(value, "value", 3);
+
+    check_present(spatial_shapes, "spatial_shapes", 2, "(N_l, 2) of rows (H, W)");
+    check_integer_dtype(spatial_shapes, "spatial_shapes");
+    check_addressable(spatial_shapes, "spatial_shapes");
+    s.levels = spatial_shapes.shape[0];
+    if (s.levels < 1) fail("spatial_shapes", "needs at least one level (N_l >= 1), got 0 rows");
+    if (spatial_shapes.shape[1] != 2) {
+        fail("spatial_shapes", "dimension 1 is " + std::to_string(spatial_shapes.shape[1]) +
+                                   ", expected 2 (H, W)");
+    }
+    check_present(level_start_index, "level_start_index", 1, "(N_l,)");
+    check_integer_dtype(level_start_index, "level_start_index");
+    check_addressable(level_start_index, "level_start_index");
+    const Expected start_dims[1] = {{s.levels, "N_l, the rows of spatial_shapes"}};
+    const char *const start_names[1] = {"N_l"};
+    check_dims(level_start_index, "level_start_index", start_names, start_dims);
+
+    // The level table: each level at least 1 x 1, level_start_index the
+    // exclusive prefix sum, and the total equal to value's L.
+    levels.shapes.resize(2 * s.levels);
+    levels.starts.resize(s.levels);
+    std::int64_t total = 0, widest = 0;
+    for (std::int64_t l = 0; l < s.levels; l++) {
+        std::int64_t height = read_integer(spatial_shapes, l * spatial_shapes.strides[0]);
+        std::int64_t width = read_integer(spatial_shapes, l * spatial_shapes.strides[0] +
+                                                              spatial_shapes.strides[1]);
+        if (height < 1 || width < 1 || height > kIndexLimit || width > kIndexLimit) {
+            fail("spatial_shapes", "level " + std::to_string(l) + " is " + std::to_string(height) +
+                                       " x " + std::to_string(width) +
+                                       "; every level needs 1 <= H, W <= 2^31 - 1");
+        }
+        std::int64_t start = read_integer(level_start_index, l * level_start_index.strides[0]);
+        if (start != total) {
+            fail("level_start_index", "entry " + std::to_string(l) + " is " + std::to_string(start) +
+                                          ", expected " + std::to_string(total) +
+                                          " (the exclusive prefix sum of H*W over spatial_shapes)");
+        }
+        total += height * width;
+        widest = std::max(widest, width);
+        if (total > kIndexLimit) {
+            fail("spatial_shapes", "the levels hold more than 2^31 - 1 rows in all");
+        }
+        levels.shapes[2 * l] = static_cast<std::int32_t>(height);
+        levels.shapes[2 * l + 1] = static_cast<std::int32_t>(width);
+        levels.starts[l] = static_cast<std::int32_t>(start);
+    }
+    if (total != s.value_length) {
+        fail("value", "dimension " + std::to_string(blnc ? 1 : 2) + " (L) is " +
+                          std::to_string(s.value_length) + ", expected " + std::to_string(total) +
+                          " (the sum of H*W over spatial_shapes)");
+    }
+    // Corner rows are computed in 32 bits: row0 + W + 1 must not overflow.
+    if (total + widest + 2 > kIndexLimit) {
+        fail("value", "L = " + std::to_string(total) + " is too large for one call");
+    }
+
+    check_present(attention_weights, "attention_weights", 5, "(B, N_q, N_h, N_l, N_p)");
+    check_dtype(attention_weights, "attention_weights", value.dtype, "the dtype of value");
+    check_addressable(attention_weights, "attention_weights");
+    s.queries = attention_weights.shape[1];
+    s.points = attention_weights.shape[4];
+    if (s.points < 1) fail("attention_weights", "N_p must be at least 1, got 0");
+    const Expected weight_dims[5] = {{s.batch, "B of value"},
+                                     {0, nullptr},
+                                     {s.heads, "N_h of value"},
+                                     {s.levels, "N_l, the rows of spatial_shapes"},
+                                     {0, nullptr}};
+    check_dims(attention_weights, "attention_weights", kWeightDims, weight_dims);
+
+    check_present(sampling_locations, "sampling_locations", 6,
+                  locations_layout_name(options.locations_layout));
+    if (sampling_locations.dtype != DType::f32 && sampling_locations.dtype != value.dtype) {
+        fail("sampling_locations", std::string("expected dtype float32 or the dtype of value (") +
+                                       dtype_name(value.dtype) + "), got " +
+                                       dtype_name(sampling_locations.dtype));
+    }
+    check_addressable(sampling_locations, "sampling_locations");
+    const Expected xy = {2, "the (x, y) pair"};
+    const Expected batch = {s.batch, "B of value"}, queries = {s.queries, "N_q of attention_weights"},
+                   heads = {s.heads, "N_h of value"},
+                   level_count = {s.levels, "N_l, the rows of spatial_shapes"},
+                   points = {s.points, "N_p of attention_weights"};
+    if (options.locations_layout == LocationsLayout::BQHLP2) {
+        const Expected dims[6] = {batch, queries, heads, level_count, points, xy};
+        check_dims(sampling_locations, "sampling_locations", kLocationDims[0], dims);
+    } else {
+        const Expected dims[6] = {batch, xy, queries, heads, level_count, points};
+        check_dims(sampling_locations, "sampling_locations", kLocationDims[1], dims);
+    }
+    return s;
+}
+
+// output and grad_output: (B, N_q, N_h*C_h), head-major, channels dense.
+void check_head_major(const TensorView &t, const char *name, const Sizes &s, DType dtype) {
+    check_present(t, name, 3, "(B, N_q, N_h*C_h)");
+    check_dtype(t, name, dtype, "the dtype of value");
+    check_addressable(t, name);
+    const Expected dims[3] = {{s.batch, "B of value"},
+                              {s.queries, "N_q of attention_weights"},
+                              {s.heads * s.channels, "N_h*C_h of value"}};
+    check_dims(t, name, kOutputDims, dims);
+    check_dense_channels(t, name, 2);
+}
+
+// A gradient has the shape, layout and dtype of the tensor it belongs to.
+void check_gradient(const TensorView &grad, const char *name, const TensorView &of,
+                    const char *of_name, const char *const *dim_names) {
+    check_present(grad, name, of.rank, std::string("the shape of ") + of_name + " " + shape_string(of));
+    check_dtype(grad, name, of.dtype, (std::string("the dtype of ") + of_name).c_str());
+    check_addressable(grad, name);
+    Expected dims[kMaxRank];
+    for (int d = 0; d < of.rank; d++) dims[d] = {of.shape[d], of_name};
+    check_dims(grad, name, dim_names, dims);
+    check_no_self_overlap(grad, name);
+}
+
+ProblemSize to_problem_size(const Sizes &s, const TensorView &value, const TensorView &locations) {
+    ProblemSize size;
+    size.batch = s.batch;
+    size.value_length = s.value_length;
+    size.heads = s.heads;
+    size.channels = s.channels;
+    size.levels = s.levels;
+    size.queries = s.queries;
+    size.points = s.points;
+    size.dtype = value.dtype;
+    size.locations_dtype = locations.dtype;
+    return size;
+}
+
+}  // namespace
+
+CheckedCall check_forward(const ForwardArgs &args, const Options &options) {
+    CheckedCall call;
+    Sizes s = check_inputs(args.value, args.spatial_shapes, args.level_start_index,
+                           args.sampling_locations, args.attention_weights, options, call.levels);
+    check_head_major(args.output, "output", s, args.value.dtype);
+    check_no_self_overlap(args.output, "output");
+    check_disjoint({{&args.output, "output"}},
+                   {{&args.value, "value"},
+                    {&args.spatial_shapes, "spatial_shapes"},
+                    {&args.level_start_index, "level_start_index"},
+                    {&args.sampling_locations, "sampling_locations"},
+                    {&args.attention_weights, "attention_weights"}});
+    call.size = to_problem_size(s, args.value, args.sampling_locations);
+    return call;
+}
+
+CheckedCall check_backward(const BackwardArgs &args, const Options &options) {
+    CheckedCall call;
+    Sizes s = check_inputs(args.value, args.spatial_shapes, args.level_start_index,
+                           args.sampling_locations, args.attention_weights, options, call.levels);
+    check_head_major(args.grad_output, "grad_output", s, args.value.dtype);
+
+    std::vector<Named> outputs;
+    const int value_layout = static_cast<int>(options.value_layout);
+    const int locations_layout = static_cast<int>(options.locations_layout);
+    if (options.grad_value) {
+        check_gradient(args.grad_value, "grad_value", args.value, "value", kValueDims[value_layout]);
+        check_dense_channels(args.grad_value, "grad_value", 3);
+        outputs.push_back({&args.grad_value, "grad_value"});
+    }
+    if (options.grad_sampling_locations) {
+        check_gradient(args.grad_sampling_locations, "grad_sampling_locations",
+                       args.sampling_locations, "sampling_locations",
+                       kLocationDims[locations_layout]);
+        outputs.push_back({&args.grad_sampling_locations, "grad_sampling_locations"});
+    }
+    if (options.grad_attention_weights) {
+        check_gradient(args.grad_attention_weights, "grad_attention_weights",
+                       args.attention_weights, "attention_weights", kWeightDims);
+        outputs.push_back({&args.grad_attention_weights, "grad_attention_weights"});
+    }
+    check_disjoint(outputs, {{&args.value, "value"},
+                             {&args.spatial_shapes, "spatial_shapes"},
+                             {&args.level_start_index, "level_start_index"},
+                             {&args.sampling_locations, "sampling_locations"},
+                             {&args.attention_weights, "attention_weights"},
+                             {&args.grad_output, "grad_output"}});
+    call.size = to_problem_size(s, args.value, args.sampling_locations);
+    return call;
+}
+
+void check_plan(const ProblemSize &size, const Options &options) {
+    struct Field {
+        const char *name;
+        std::int64_t value, minimum;
+    };
+    const Field fields[] = {{"batch", size.batch, 0},        {"value_length", size.value_length, 1},
+                            {"heads", size.heads, 1},        {"channels", size.channels, 1},
+                            {"levels", size.levels, 1},      {"queries", size.queries, 0},
+                            {"points", size.points, 1}};
+    for (const Field &f : fields) {
+        if (f.value < f.minimum || f.value > kIndexLimit) {
+            fail("plan", std::string(f.name) + " is " + std::to_string(f.value) + ", expected " +
+                             std::to_string(f.minimum) + " to 2^31 - 1");
+        }
+    }
+    if (size.dtype != DType::f32) {
+        fail("plan", std::string("dtype ") + dtype_name(size.dtype) +
+                         " is not available yet: this build supports float32");
+    }
+    if (size.locations_dtype != DType::f32) {
+        fail("plan", std::string("locations_dtype ") + dtype_name(size.locations_dtype) +
+                         " is not available: expected float32");
+    }
+    if (static_cast<int>(options.value_layout) < 0 || static_cast<int>(options.value_layout) > 1 ||
+        static_cast<int>(options.locations_layout) < 0 ||
+        static_cast<int>(options.locations_layout) > 1 ||
+        (options.padding_mode != PaddingMode::zeros && options.padding_mode != PaddingMode::border)) {
+        fail("options", "value_layout, locations_layout or padding_mode is out of range");
+    }
+}
+
+void check_matches_plan(const ProblemSize &plan, const ProblemSize &call) {
+    struct Field {
+        const char *tensor, *name;
+        std::int64_t planned, actual;
+    };
+    const Field fields[] = {
+        {"value", "B", plan.batch, call.batch},
+        {"value", "L", plan.value_length, call.value_length},
+        {"value", "N_h", plan.heads, call.heads},
+        {"value", "C_h", plan.channels, call.channels},
+        {"spatial_shapes", "N_l", plan.levels, call.levels},
+        {"attention_weights", "N_q", plan.queries, call.queries},
+        {"attention_weights", "N_p", plan.points, call.points},
+        {"value", "dtype", static_cast<std::int64_t>(plan.dtype), static_cast<std::int64_t>(call.dtype)},
+        {"sampling_locations", "dtype", static_cast<std::int64_t>(plan.locations_dtype),
+         static_cast<std::int64_t>(call.locations_dtype)},
+    };
+    for (const Field &f : fields) {
+        if (f.planned == f.actual) continue;
+        if (std::strcmp(f.name, "dtype") == 0) {
+            fail(f.tensor, std::string("dtype is ") + dtype_name(static_cast<DType>(f.actual)) +
+                               " but the plan was made for " +
+                               dtype_name(static_cast<DType>(f.planned)));
+        }
+        fail(f.tensor, std::string(f.name) + " is " + std::to_string(f.actual) +
+                           " but the plan was made for " + std::to_string(f.planned));
+    }
+}
+
+}  // namespace msda::detail

@@ -1,0 +1,34 @@
+// Schedules for the MSDA pipelines, one implementation per target family.
+// The generators call these entry points; they pick the family's schedule
+// from the target, so generators/ holds no target-specific code.
+#pragma once
+
+#include "Halide.h"
+#include "msda_pipeline.h"
+
+namespace msda::schedules {
+
+// What a sweep may vary without touching code (generator parameters).
+struct Tunables {
+    int channels = 0;       // compile-time C_h, or 0 for any C_h
+    int query_tile = 16;    // queries per parallel task / per geometry batch
+    int vector_width = 0;   // floats per vector, 0 = the target's natural width
+};
+
+void schedule_forward(const Halide::Target &target, ForwardPipeline &pipeline,
+                      const Tunables &tunables);
+void schedule_grad_value(const Halide::Target &target, GradValuePipeline &pipeline,
+                         const Tunables &tunables);
+void schedule_grad_sample(const Halide::Target &target, GradSamplePipeline &pipeline,
+                          const Tunables &tunables);
+
+namespace x86 {
+void schedule_forward(const Halide::Target &target, ForwardPipeline &pipeline,
+                      const Tunables &tunables);
+void schedule_grad_value(const Halide::Target &target, GradValuePipeline &pipeline,
+                         const Tunables &tunables);
+void schedule_grad_sample(const Halide::Target &target, GradSamplePipeline &pipeline,
+                          const Tunables &tunables);
+}  // namespace x86
+
+}  // namespace msda::schedules

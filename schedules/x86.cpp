@@ -1,0 +1,98 @@
+// x86 schedules. Work is split into parallel tasks over query tiles (forward,
+// per-sample gradients) or over (batch, head) slices of grad_value (the
+// scatter), and vectorised over channels, with a guarded tail when C_h is not
+// a multiple of the vector width. Deep tuning is left to the benches; these
+// shapes are the straightforward ones.
+#include "schedules.h"
+
+namespace msda::schedules::x86 {
+
+using namespace Halide;
+
+namespace {
+
+int vector_width(const Target &target, const Tunables &tunables) {
+    return tunables.vector_width > 0 ? tunables.vector_width : target.natural_vector_size<float>();
+}
+
+// Vectorises a stage over channels: whole vectors when C_h is a compile-time
+// multiple of the width, otherwise with a guarded (masked) tail, so any C_h
+// >= 1 runs.
+void vectorize_channels(Stage stage, const Var &c, int width, int channels) {
+    if (channels > 0 && channels % width == 0) {
+        stage.vectorize(c, width);
+    } else if (channels > 0 && channels < width) {
+        stage.vectorize(c, channels);
+    } else {
+        stage.vectorize(c, width, TailStrategy::GuardWithIf);
+    }
+}
+
+}  // namespace
+
+void schedule_forward(const Target &target, ForwardPipeline &f, const Tunables &tunables) {
+    const MsdaVars &v = f.vars;
+    const int width = vector_width(target, tunables);
+    Var query_tile("query_tile"), query("query"), task("task");
+
+    if (tunables.channels > 0) f.output.bound(v.c, 0, tunables.channels);
+    // One task per tile of queries of one batch element; heads inside, so
+    // the geometry of a tile is computed once and stays in cache.
+    f.output.split(v.q, query_tile, query, tunables.query_tile, TailStrategy::GuardWithIf)
+        .reorder(v.c, v.h, query, query_tile, v.b)
+        .fuse(query_tile, v.b, task)
+        .parallel(task);
+    vectorize_channels(f.output, v.c, width, tunables.channels);
+
+    // The sum over (level, point) for one query, all heads, kept in a small
+    // buffer; the channel loop is innermost and vectorised.
+    f.accumulated.compute_at(f.output, query);
+    vectorize_channels(f.accumulated, v.c, width, tunables.channels);
+    Stage accumulate = f.accumulated.update();
+    accumulate.reorder(v.c, f.sum_over.x, f.sum_over.y, v.h);
+    vectorize_channels(accumulate, v.c, width, tunables.channels);
+
+    // Per-sample geometry for the whole tile, vectorised across queries.
+    f.geometry.compute_at(f.output, task)
+        .reorder(v.q, v.p, v.l, v.h, v.b)
+        .vectorize(v.q, width, TailStrategy::GuardWithIf);
+}
+
+void schedule_grad_value(const Target &target, GradValuePipeline &f, const Tunables &tunables) {
+    const MsdaVars &v = f.vars;
+    const int width = vector_width(target, tunables);
+    Var slice("slice");
+    if (tunables.channels > 0) f.grad_value.bound(v.c, 0, tunables.channels);
+
+    // Zero-fill, then scatter. Each task owns the grad_value rows of one
+    // (batch, head) slice and visits samples in a fixed order, so results
+    // are bitwise identical for any thread count, without atomics.
+    f.grad_value.fuse(v.h, v.b, slice).parallel(slice);
+    vectorize_channels(f.grad_value, v.c, width, tunables.channels);
+
+    Stage scatter = f.grad_value.update();
+    RVar corner = f.scatter[0], point = f.scatter[1], level = f.scatter[2], query = f.scatter[3];
+    scatter.reorder(v.c, corner, point, level, query, v.h, v.b).fuse(v.h, v.b, slice).parallel(slice);
+    vectorize_channels(scatter, v.c, width, tunables.channels);
+
+    f.geometry.compute_at(f.grad_value, query);
+}
+
+void schedule_grad_sample(const Target &target, GradSamplePipeline &f, const Tunables &tunables) {
+    const MsdaVars &v = f.vars;
+    const int width = vector_width(target, tunables);
+    Var query_tile("query_tile"), query("query"), task("task");
+
+    f.grads.split(v.q, query_tile, query, tunables.query_tile, TailStrategy::GuardWithIf)
+        .reorder(v.p, v.l, v.h, query, query_tile, v.b)
+        .fuse(query_tile, v.b, task)
+        .parallel(task);
+
+    // Four dot products over channels per sample, in one pass.
+    f.corner_dots.compute_at(f.grads, v.h);
+    f.geometry.compute_at(f.grads, task)
+        .reorder(v.q, v.p, v.l, v.h, v.b)
+        .vectorize(v.q, width, TailStrategy::GuardWithIf);
+}
+
+}  // namespace msda::schedules::x86

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what msda needs on a fresh Debian 12 machine: system packages from
+# Debian (only those missing) and Halide 21.0.0 + CMake + Ninja from PyPI into
+# the project-local virtual environment .venv. Idempotent and quiet when done.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+debian_packages=(g++ python3-venv libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev)
+missing=()
+for p in "${debian_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    echo "setup: installing Debian packages: ${missing[*]}"
+    sudo_cmd=(); [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+    "${sudo_cmd[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+venv="$root/.venv"
+stamp="$venv/.msda-requirements"
+requirements="$root/scripts/requirements.txt"
+if [ ! -f "$stamp" ] || ! cmp -s "$stamp" "$requirements"; then
+    echo "setup: creating $venv with $(tr '\n' ' ' < "$requirements")"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check -r "$requirements"
+    cp "$requirements" "$stamp"
+fi
