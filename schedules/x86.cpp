@@ -44,16 +44,27 @@ void schedule_forward(const Target &target, ForwardPipeline &f, const Tunables &
         .parallel(task);
     vectorize_channels(f.output, v.c, width, tunables.channels);
 
-    // The sum over (level, point) for one query, all heads, kept in a small
-    // buffer; the channel loop is innermost and vectorised.
-    f.accumulated.compute_at(f.output, query);
+    // The sum over (level, point). With a compile-time C_h it is one head's
+    // channels, small enough to live in registers; otherwise all heads of one
+    // query, so the buffer is allocated once per query rather than per head.
+    if (tunables.channels > 0) {
+        f.accumulated.compute_at(f.output, v.h);
+    } else {
+        f.accumulated.compute_at(f.output, query);
+    }
     vectorize_channels(f.accumulated, v.c, width, tunables.channels);
     Stage accumulate = f.accumulated.update();
     accumulate.reorder(v.c, f.sum_over.x, f.sum_over.y, v.h);
     vectorize_channels(accumulate, v.c, width, tunables.channels);
+    if (tunables.channels > 0 && tunables.channels % width == 0) {
+        f.accumulated.unroll(v.c);
+        accumulate.unroll(v.c);
+    }
 
-    // Per-sample geometry for the whole tile, vectorised across queries.
+    // Per-sample geometry for the whole tile, vectorised across queries and
+    // stored queries-innermost so those vectors are dense.
     f.geometry.compute_at(f.output, task)
+        .reorder_storage(v.q, v.p, v.l, v.h, v.b)
         .reorder(v.q, v.p, v.l, v.h, v.b)
         .vectorize(v.q, width, TailStrategy::GuardWithIf);
 }
@@ -88,9 +99,21 @@ void schedule_grad_sample(const Target &target, GradSamplePipeline &f, const Tun
         .fuse(query_tile, v.b, task)
         .parallel(task);
 
-    // Four dot products over channels per sample, in one pass.
-    f.corner_dots.compute_at(f.grads, v.h);
+    // Four dot products over channels per sample, in one pass: partial sums
+    // are kept per vector lane (rfactor), then each is reduced across lanes
+    // once. Everything lives per sample, in registers.
+    RVar channel_outer("channel_outer"), channel_lane("channel_lane");
+    Var lane("lane");
+    Func partial = f.corner_dots.update()
+                       .split(f.channel.x, channel_outer, channel_lane, width, TailStrategy::GuardWithIf)
+                       .rfactor(channel_lane, lane);
+    f.corner_dots.compute_at(f.grads, v.p);
+    f.corner_dots.update().unroll(channel_lane);
+    partial.compute_at(f.grads, v.p).vectorize(lane);
+    partial.update().reorder(lane, channel_outer).vectorize(lane);
+
     f.geometry.compute_at(f.grads, task)
+        .reorder_storage(v.q, v.p, v.l, v.h, v.b)
         .reorder(v.q, v.p, v.l, v.h, v.b)
         .vectorize(v.q, width, TailStrategy::GuardWithIf);
 }

@@ -39,6 +39,7 @@ struct Gradients {
     std::vector<double> sampling_locations;  // shape of Problem::sampling_locations
     std::vector<double> attention_weights;   // shape of Problem::attention_weights
 };
+// grad_output has the output's shape; std::invalid_argument otherwise.
 Gradients backward(const Problem &problem, const std::vector<double> &grad_output);
 
 // The pixel coordinate of a normalised location, rounded as the generated code
