@@ -1,0 +1,266 @@
+// The plain C interface (msda.h) over the C++ API. Every entry point catches
+// everything: C callers and FFI never see an exception, they get MSDA_ERROR
+// and read the message from msda_last_error() on the same thread.
+#include "msda/msda.h"
+
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "msda/msda.hpp"
+
+// The handle behind the opaque msda_plan*.
+struct msda_plan {
+    msda::Plan plan;
+};
+
+namespace {
+
+// Each thread keeps the message of its own last failure. If storing the
+// message itself runs out of memory, a fixed text stands in for it.
+thread_local std::string last_error_message;
+thread_local const char *last_error_fallback = nullptr;
+
+void clear_error() noexcept {
+    last_error_message.clear();
+    last_error_fallback = nullptr;
+}
+
+void set_error(const char *message) noexcept {
+    try {
+        last_error_message = message;
+        last_error_fallback = nullptr;
+    } catch (...) {
+        last_error_fallback = "msda: out of memory while reporting an error";
+    }
+}
+
+// Runs `body`, turning whatever it throws into MSDA_ERROR plus a message.
+template <typename Body>
+msda_status guarded(Body &&body) noexcept {
+    try {
+        body();
+        clear_error();
+        return MSDA_OK;
+    } catch (const msda::Error &error) {
+        set_error(error.what());
+    } catch (const std::bad_alloc &) {
+        set_error("msda: out of memory");
+    } catch (const std::exception &error) {
+        try {
+            set_error((std::string("msda: internal error: ") + error.what()).c_str());
+        } catch (...) {
+            set_error("msda: internal error");
+        }
+    } catch (...) {
+        set_error("msda: unknown internal error");
+    }
+    return MSDA_ERROR;
+}
+
+// Messages read like the C++ API's: "msda: <argument>: <what was expected>".
+[[noreturn]] void fail(const std::string &argument, const std::string &what) {
+    throw msda::Error("msda: " + argument + ": " + what);
+}
+
+template <typename T>
+const T &require(const T *pointer, const char *argument) {
+    if (pointer == nullptr) {
+        fail(argument, "null pointer");
+    }
+    return *pointer;
+}
+
+msda::DType to_dtype(msda_dtype dtype, const char *what) {
+    const int code = static_cast<int>(dtype);
+    if (code < static_cast<int>(MSDA_F32) || code > static_cast<int>(MSDA_I64)) {
+        fail(what, "unknown dtype code " + std::to_string(code));
+    }
+    return static_cast<msda::DType>(code);
+}
+
+msda::TensorView to_view(const msda_tensor &tensor, const char *name) {
+    msda::TensorView view;
+    view.data = tensor.data;
+    view.rank = tensor.rank;
+    const bool absent = tensor.data == nullptr && tensor.rank == 0;
+    // An absent tensor's dtype is never read, so whatever it holds is fine.
+    view.dtype = absent ? msda::DType::f32 : to_dtype(tensor.dtype, name);
+    for (int axis = 0; axis < MSDA_MAX_RANK; ++axis) {
+        view.shape[axis] = tensor.shape[axis];
+        view.strides[axis] = tensor.strides[axis];
+    }
+    return view;
+}
+
+template <typename Enum>
+Enum to_enum(int code, int last, const char *what) {
+    if (code < 0 || code > last) {
+        fail(std::string("options.") + what, "unknown value " + std::to_string(code));
+    }
+    return static_cast<Enum>(code);
+}
+
+msda::Options to_options(const msda_options &options) {
+    msda::Options result;
+    result.value_layout =
+        to_enum<msda::ValueLayout>(options.value_layout, MSDA_BNLC, "value_layout");
+    result.locations_layout = to_enum<msda::LocationsLayout>(options.locations_layout,
+                                                             MSDA_B2QHLP, "locations_layout");
+    result.align_corners = options.align_corners != 0;
+    result.padding_mode =
+        to_enum<msda::PaddingMode>(options.padding_mode, MSDA_PADDING_BORDER, "padding_mode");
+    result.grad_value = options.grad_value != 0;
+    result.grad_sampling_locations = options.grad_sampling_locations != 0;
+    result.grad_attention_weights = options.grad_attention_weights != 0;
+    return result;
+}
+
+msda::ForwardArgs to_forward_args(const msda_forward_args &args) {
+    msda::ForwardArgs result;
+    result.value = to_view(args.value, "value");
+    result.spatial_shapes = to_view(args.spatial_shapes, "spatial_shapes");
+    result.level_start_index = to_view(args.level_start_index, "level_start_index");
+    result.sampling_locations = to_view(args.sampling_locations, "sampling_locations");
+    result.attention_weights = to_view(args.attention_weights, "attention_weights");
+    result.output = to_view(args.output, "output");
+    return result;
+}
+
+msda::BackwardArgs to_backward_args(const msda_backward_args &args) {
+    msda::BackwardArgs result;
+    result.value = to_view(args.value, "value");
+    result.spatial_shapes = to_view(args.spatial_shapes, "spatial_shapes");
+    result.level_start_index = to_view(args.level_start_index, "level_start_index");
+    result.sampling_locations = to_view(args.sampling_locations, "sampling_locations");
+    result.attention_weights = to_view(args.attention_weights, "attention_weights");
+    result.grad_output = to_view(args.grad_output, "grad_output");
+    result.grad_value = to_view(args.grad_value, "grad_value");
+    result.grad_sampling_locations =
+        to_view(args.grad_sampling_locations, "grad_sampling_locations");
+    result.grad_attention_weights =
+        to_view(args.grad_attention_weights, "grad_attention_weights");
+    return result;
+}
+
+msda::ProblemSize to_problem_size(const msda_problem_size &size) {
+    msda::ProblemSize result;
+    result.batch = size.batch;
+    result.value_length = size.value_length;
+    result.heads = size.heads;
+    result.channels = size.channels;
+    result.levels = size.levels;
+    result.queries = size.queries;
+    result.points = size.points;
+    result.dtype = to_dtype(size.dtype, "size.dtype");
+    result.locations_dtype = to_dtype(size.locations_dtype, "size.locations_dtype");
+    return result;
+}
+
+}  // namespace
+
+extern "C" {
+
+msda_options msda_default_options(void) {
+    const msda::Options defaults;
+    msda_options options;
+    options.value_layout = static_cast<msda_value_layout>(defaults.value_layout);
+    options.locations_layout = static_cast<msda_locations_layout>(defaults.locations_layout);
+    options.align_corners = defaults.align_corners ? 1 : 0;
+    options.padding_mode = static_cast<msda_padding_mode>(defaults.padding_mode);
+    options.grad_value = defaults.grad_value ? 1 : 0;
+    options.grad_sampling_locations = defaults.grad_sampling_locations ? 1 : 0;
+    options.grad_attention_weights = defaults.grad_attention_weights ? 1 : 0;
+    return options;
+}
+
+msda_tensor msda_contiguous(void *data, msda_dtype dtype, int rank, const int64_t *shape) {
+    msda_tensor tensor;
+    std::memset(&tensor, 0, sizeof tensor);
+    tensor.data = data;
+    tensor.dtype = dtype;
+    // A rank this function cannot describe is kept as given, so that the call
+    // the tensor is passed to reports it by name.
+    tensor.rank = rank;
+    if (rank < 0 || rank > MSDA_MAX_RANK || shape == nullptr) {
+        return tensor;
+    }
+    int64_t stride = 1;
+    for (int axis = rank - 1; axis >= 0; --axis) {
+        tensor.shape[axis] = shape[axis];
+        tensor.strides[axis] = stride;
+        stride *= shape[axis];
+    }
+    return tensor;
+}
+
+msda_status msda_forward(const msda_forward_args *args, const msda_options *options) {
+    return guarded([&] {
+        const msda::ForwardArgs cpp_args = to_forward_args(require(args, "args"));
+        const msda::Options cpp_options = to_options(require(options, "options"));
+        msda::forward(cpp_args, cpp_options);
+    });
+}
+
+msda_status msda_backward(const msda_backward_args *args, const msda_options *options) {
+    return guarded([&] {
+        const msda::BackwardArgs cpp_args = to_backward_args(require(args, "args"));
+        const msda::Options cpp_options = to_options(require(options, "options"));
+        msda::backward(cpp_args, cpp_options);
+    });
+}
+
+msda_status msda_plan_create(const msda_problem_size *size, const msda_options *options,
+                             msda_plan **plan) {
+    if (plan != nullptr) {
+        *plan = nullptr;
+    }
+    return guarded([&] {
+        if (plan == nullptr) {
+            fail("plan", "null pointer (where the new plan's handle goes)");
+        }
+        const msda::ProblemSize cpp_size = to_problem_size(require(size, "size"));
+        const msda::Options cpp_options = to_options(require(options, "options"));
+        // Owned until handed out, so a throwing constructor leaks nothing.
+        auto handle = std::make_unique<msda_plan>(msda_plan{msda::Plan(cpp_size, cpp_options)});
+        *plan = handle.release();
+    });
+}
+
+void msda_plan_destroy(msda_plan *plan) { delete plan; }
+
+size_t msda_plan_workspace_size(const msda_plan *plan) {
+    size_t bytes = 0;
+    guarded([&] { bytes = require(plan, "plan").plan.workspace_size(); });
+    return bytes;
+}
+
+msda_status msda_plan_forward(const msda_plan *plan, const msda_forward_args *args,
+                              void *workspace, size_t workspace_bytes) {
+    return guarded([&] {
+        const msda::Plan &cpp_plan = require(plan, "plan").plan;
+        const msda::ForwardArgs cpp_args = to_forward_args(require(args, "args"));
+        cpp_plan.forward(cpp_args, workspace, workspace_bytes);
+    });
+}
+
+msda_status msda_plan_backward(const msda_plan *plan, const msda_backward_args *args,
+                               void *workspace, size_t workspace_bytes) {
+    return guarded([&] {
+        const msda::Plan &cpp_plan = require(plan, "plan").plan;
+        const msda::BackwardArgs cpp_args = to_backward_args(require(args, "args"));
+        cpp_plan.backward(cpp_args, workspace, workspace_bytes);
+    });
+}
+
+void msda_set_num_threads(int threads) {
+    guarded([&] { msda::set_num_threads(threads); });
+}
+
+const char *msda_last_error(void) {
+    return last_error_fallback != nullptr ? last_error_fallback : last_error_message.c_str();
+}
+
+}  // extern "C"

@@ -1,0 +1,500 @@
+// The C interface (msda.h): the same results as the C++ API bit for bit, the
+// same validation reported as MSDA_ERROR with a per-thread message, and plans
+// behind an opaque handle.
+#include <gtest/gtest.h>
+#include <gmock/gmock.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "msda/msda.h"
+#include "msda/msda.hpp"
+
+namespace {
+
+using ::testing::HasSubstr;
+
+msda_tensor to_c(const msda::TensorView &view) {
+    msda_tensor tensor;
+    std::memset(&tensor, 0, sizeof tensor);
+    tensor.data = view.data;
+    tensor.dtype = static_cast<msda_dtype>(view.dtype);
+    tensor.rank = view.rank;
+    for (int axis = 0; axis < MSDA_MAX_RANK; ++axis) {
+        tensor.shape[axis] = view.shape[axis];
+        tensor.strides[axis] = view.strides[axis];
+    }
+    return tensor;
+}
+
+msda_options to_c(const msda::Options &options) {
+    msda_options result;
+    result.value_layout = static_cast<msda_value_layout>(options.value_layout);
+    result.locations_layout = static_cast<msda_locations_layout>(options.locations_layout);
+    result.align_corners = options.align_corners;
+    result.padding_mode = static_cast<msda_padding_mode>(options.padding_mode);
+    result.grad_value = options.grad_value;
+    result.grad_sampling_locations = options.grad_sampling_locations;
+    result.grad_attention_weights = options.grad_attention_weights;
+    return result;
+}
+
+bool same_bits(const std::vector<float> &a, const std::vector<float> &b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Buffers start out holding this, so a call that writes nothing is noticed.
+constexpr float kUnwritten = -123.0f;
+
+bool written(const std::vector<float> &values) {
+    for (float value : values) {
+        if (value != kUnwritten) return true;
+    }
+    return false;
+}
+
+// Two levels (3x4 and 2x2), f32 storage, canonical layouts. Some locations
+// fall outside the levels so that padding matters.
+struct Problem {
+    static constexpr std::int64_t batch = 2, queries = 5, heads = 2, channels = 3, points = 2;
+    static constexpr std::int64_t levels = 2, value_length = 3 * 4 + 2 * 2;
+
+    std::vector<float> value, sampling_locations, attention_weights, grad_output;
+    std::vector<std::int64_t> spatial_shapes{3, 4, 2, 2};
+    std::vector<std::int64_t> level_start_index{0, 12};
+
+    Problem() {
+        std::mt19937 random(20240611);
+        std::uniform_real_distribution<float> values(-1.0f, 1.0f);
+        std::uniform_real_distribution<float> locations(-0.1f, 1.1f);
+        value.resize(batch * value_length * heads * channels);
+        sampling_locations.resize(batch * queries * heads * levels * points * 2);
+        attention_weights.resize(batch * queries * heads * levels * points);
+        grad_output.resize(batch * queries * heads * channels);
+        for (float &x : value) x = values(random);
+        for (float &x : sampling_locations) x = locations(random);
+        for (float &x : attention_weights) x = values(random);
+        for (float &x : grad_output) x = values(random);
+    }
+
+    msda::TensorView value_view() const {
+        return msda::TensorView::contiguous(value.data(), msda::DType::f32,
+                                            {batch, value_length, heads, channels});
+    }
+    msda::TensorView locations_view() const {
+        return msda::TensorView::contiguous(sampling_locations.data(), msda::DType::f32,
+                                            {batch, queries, heads, levels, points, 2});
+    }
+    msda::TensorView weights_view() const {
+        return msda::TensorView::contiguous(attention_weights.data(), msda::DType::f32,
+                                            {batch, queries, heads, levels, points});
+    }
+
+    msda::ForwardArgs forward_args(std::vector<float> &output) const {
+        output.assign(batch * queries * heads * channels, kUnwritten);
+        msda::ForwardArgs args;
+        args.value = value_view();
+        args.spatial_shapes =
+            msda::TensorView::contiguous(spatial_shapes.data(), msda::DType::i64, {levels, 2});
+        args.level_start_index =
+            msda::TensorView::contiguous(level_start_index.data(), msda::DType::i64, {levels});
+        args.sampling_locations = locations_view();
+        args.attention_weights = weights_view();
+        args.output = msda::TensorView::contiguous(output.data(), msda::DType::f32,
+                                                   {batch, queries, heads * channels});
+        return args;
+    }
+
+    struct Gradients {
+        std::vector<float> value, sampling_locations, attention_weights;
+    };
+
+    // Gradients not asked for by `options` stay absent.
+    msda::BackwardArgs backward_args(Gradients &grads, const msda::Options &options) const {
+        msda::BackwardArgs args;
+        args.value = value_view();
+        args.spatial_shapes =
+            msda::TensorView::contiguous(spatial_shapes.data(), msda::DType::i64, {levels, 2});
+        args.level_start_index =
+            msda::TensorView::contiguous(level_start_index.data(), msda::DType::i64, {levels});
+        args.sampling_locations = locations_view();
+        args.attention_weights = weights_view();
+        args.grad_output = msda::TensorView::contiguous(grad_output.data(), msda::DType::f32,
+                                                        {batch, queries, heads * channels});
+        if (options.grad_value) {
+            grads.value.assign(value.size(), kUnwritten);
+            args.grad_value = msda::TensorView::contiguous(
+                grads.value.data(), msda::DType::f32, {batch, value_length, heads, channels});
+        }
+        if (options.grad_sampling_locations) {
+            grads.sampling_locations.assign(sampling_locations.size(), kUnwritten);
+            args.grad_sampling_locations = msda::TensorView::contiguous(
+                grads.sampling_locations.data(), msda::DType::f32,
+                {batch, queries, heads, levels, points, 2});
+        }
+        if (options.grad_attention_weights) {
+            grads.attention_weights.assign(attention_weights.size(), kUnwritten);
+            args.grad_attention_weights = msda::TensorView::contiguous(
+                grads.attention_weights.data(), msda::DType::f32,
+                {batch, queries, heads, levels, points});
+        }
+        return args;
+    }
+
+    static msda_problem_size c_size() {
+        msda_problem_size size;
+        size.batch = batch;
+        size.value_length = value_length;
+        size.heads = heads;
+        size.channels = channels;
+        size.levels = levels;
+        size.queries = queries;
+        size.points = points;
+        size.dtype = MSDA_F32;
+        size.locations_dtype = MSDA_F32;
+        return size;
+    }
+};
+
+msda_forward_args to_c(const msda::ForwardArgs &args) {
+    msda_forward_args result;
+    result.value = to_c(args.value);
+    result.spatial_shapes = to_c(args.spatial_shapes);
+    result.level_start_index = to_c(args.level_start_index);
+    result.sampling_locations = to_c(args.sampling_locations);
+    result.attention_weights = to_c(args.attention_weights);
+    result.output = to_c(args.output);
+    return result;
+}
+
+msda_backward_args to_c(const msda::BackwardArgs &args) {
+    msda_backward_args result;
+    result.value = to_c(args.value);
+    result.spatial_shapes = to_c(args.spatial_shapes);
+    result.level_start_index = to_c(args.level_start_index);
+    result.sampling_locations = to_c(args.sampling_locations);
+    result.attention_weights = to_c(args.attention_weights);
+    result.grad_output = to_c(args.grad_output);
+    result.grad_value = to_c(args.grad_value);
+    result.grad_sampling_locations = to_c(args.grad_sampling_locations);
+    result.grad_attention_weights = to_c(args.grad_attention_weights);
+    return result;
+}
+
+std::vector<msda::Options> option_cases() {
+    std::vector<msda::Options> cases(3);
+    cases[1].align_corners = true;
+    cases[2].padding_mode = msda::PaddingMode::border;
+    cases[2].grad_sampling_locations = false;
+    return cases;
+}
+
+TEST(CApi, DefaultOptionsAreThoseOfTheCppApi) {
+    const msda_options c_defaults = msda_default_options();
+    const msda_options cpp_defaults = to_c(msda::Options{});
+    EXPECT_EQ(c_defaults.value_layout, cpp_defaults.value_layout);
+    EXPECT_EQ(c_defaults.locations_layout, cpp_defaults.locations_layout);
+    EXPECT_EQ(c_defaults.align_corners, cpp_defaults.align_corners);
+    EXPECT_EQ(c_defaults.padding_mode, cpp_defaults.padding_mode);
+    EXPECT_EQ(c_defaults.grad_value, 1);
+    EXPECT_EQ(c_defaults.grad_sampling_locations, 1);
+    EXPECT_EQ(c_defaults.grad_attention_weights, 1);
+}
+
+TEST(CApi, ContiguousGivesRowMajorStrides) {
+    float data[2 * 3 * 4] = {};
+    const std::int64_t shape[3] = {2, 3, 4};
+    const msda_tensor tensor = msda_contiguous(data, MSDA_F16, 3, shape);
+    const msda::TensorView view = msda::TensorView::contiguous(data, msda::DType::f16, {2, 3, 4});
+    EXPECT_EQ(tensor.data, static_cast<void *>(data));
+    EXPECT_EQ(tensor.dtype, MSDA_F16);
+    EXPECT_EQ(tensor.rank, 3);
+    for (int axis = 0; axis < 3; ++axis) {
+        EXPECT_EQ(tensor.shape[axis], shape[axis]) << "axis " << axis;
+        EXPECT_EQ(tensor.strides[axis], view.strides[axis]) << "axis " << axis;
+    }
+    EXPECT_EQ(tensor.strides[0], 12);
+    EXPECT_EQ(tensor.strides[1], 4);
+    EXPECT_EQ(tensor.strides[2], 1);
+}
+
+TEST(CApi, ForwardEqualsTheCppApiBitForBit) {
+    const Problem problem;
+    for (const msda::Options &options : option_cases()) {
+        std::vector<float> cpp_output, c_output;
+        msda::forward(problem.forward_args(cpp_output), options);
+        const msda_forward_args args = to_c(problem.forward_args(c_output));
+        const msda_options c_options = to_c(options);
+        ASSERT_EQ(msda_forward(&args, &c_options), MSDA_OK) << msda_last_error();
+        EXPECT_STREQ(msda_last_error(), "");
+        EXPECT_TRUE(written(c_output));
+        EXPECT_TRUE(same_bits(c_output, cpp_output))
+            << "align_corners " << options.align_corners << ", padding "
+            << static_cast<int>(options.padding_mode);
+    }
+}
+
+TEST(CApi, OptionsReachTheComputation) {
+    const Problem problem;
+    std::vector<float> default_output, aligned_output;
+    const msda_forward_args default_args = to_c(problem.forward_args(default_output));
+    const msda_forward_args aligned_args = to_c(problem.forward_args(aligned_output));
+    msda_options options = msda_default_options();
+    ASSERT_EQ(msda_forward(&default_args, &options), MSDA_OK) << msda_last_error();
+    options.align_corners = 1;
+    ASSERT_EQ(msda_forward(&aligned_args, &options), MSDA_OK) << msda_last_error();
+    EXPECT_FALSE(same_bits(default_output, aligned_output));
+}
+
+TEST(CApi, BackwardEqualsTheCppApiBitForBit) {
+    const Problem problem;
+    for (const msda::Options &options : option_cases()) {
+        Problem::Gradients cpp_grads, c_grads;
+        msda::backward(problem.backward_args(cpp_grads, options), options);
+        const msda_backward_args args = to_c(problem.backward_args(c_grads, options));
+        const msda_options c_options = to_c(options);
+        ASSERT_EQ(msda_backward(&args, &c_options), MSDA_OK) << msda_last_error();
+        EXPECT_STREQ(msda_last_error(), "");
+        EXPECT_TRUE(written(c_grads.value));
+        EXPECT_TRUE(written(c_grads.attention_weights));
+        EXPECT_EQ(written(c_grads.sampling_locations), options.grad_sampling_locations);
+        EXPECT_TRUE(same_bits(c_grads.value, cpp_grads.value));
+        EXPECT_TRUE(same_bits(c_grads.sampling_locations, cpp_grads.sampling_locations));
+        EXPECT_TRUE(same_bits(c_grads.attention_weights, cpp_grads.attention_weights));
+    }
+}
+
+TEST(CApi, ForwardErrorNamesTheTensorAndLeavesTheOutputAlone) {
+    const Problem problem;
+    std::vector<float> output;
+    msda_forward_args args = to_c(problem.forward_args(output));
+    args.sampling_locations.shape[3] = 3;  // N_l = 3 against two levels
+    const std::vector<float> before = output;
+    const msda_options options = msda_default_options();
+    EXPECT_EQ(msda_forward(&args, &options), MSDA_ERROR);
+    EXPECT_THAT(msda_last_error(), HasSubstr("sampling_locations"));
+    EXPECT_TRUE(same_bits(output, before));
+}
+
+TEST(CApi, BackwardErrorNamesTheTensorAndLeavesTheGradientsAlone) {
+    const Problem problem;
+    const msda::Options defaults;
+    Problem::Gradients grads;
+    msda_backward_args args = to_c(problem.backward_args(grads, defaults));
+    args.grad_value.dtype = MSDA_F64;
+    const Problem::Gradients before = grads;
+    const msda_options options = msda_default_options();
+    EXPECT_EQ(msda_backward(&args, &options), MSDA_ERROR);
+    EXPECT_THAT(msda_last_error(), HasSubstr("grad_value"));
+    EXPECT_TRUE(same_bits(grads.value, before.value));
+    EXPECT_TRUE(same_bits(grads.sampling_locations, before.sampling_locations));
+    EXPECT_TRUE(same_bits(grads.attention_weights, before.attention_weights));
+}
+
+TEST(CApi, SuccessClearsTheLastError) {
+    const Problem problem;
+    std::vector<float> output;
+    msda_forward_args args = to_c(problem.forward_args(output));
+    const msda_options options = msda_default_options();
+    args.attention_weights.rank = 4;
+    ASSERT_EQ(msda_forward(&args, &options), MSDA_ERROR);
+    EXPECT_THAT(msda_last_error(), HasSubstr("attention_weights"));
+    args.attention_weights.rank = 5;
+    ASSERT_EQ(msda_forward(&args, &options), MSDA_OK) << msda_last_error();
+    EXPECT_STREQ(msda_last_error(), "");
+}
+
+TEST(CApi, CodesOutsideTheEnumsAreErrors) {
+    const Problem problem;
+    std::vector<float> output;
+    const msda_options defaults = msda_default_options();
+
+    msda_forward_args args = to_c(problem.forward_args(output));
+    args.attention_weights.dtype = static_cast<msda_dtype>(42);
+    EXPECT_EQ(msda_forward(&args, &defaults), MSDA_ERROR);
+    EXPECT_THAT(msda_last_error(), HasSubstr("attention_weights"));
+
+    args = to_c(problem.forward_args(output));
+    msda_options options = defaults;
+    options.value_layout = static_cast<msda_value_layout>(7);
+    EXPECT_EQ(msda_forward(&args, &options), MSDA_ERROR);
+    EXPECT_THAT(msda_last_error(), HasSubstr("value_layout"));
+
+    options = defaults;
+    options.padding_mode = static_cast<msda_padding_mode>(-1);
+    EXPECT_EQ(msda_forward(&args, &options), MSDA_ERROR);
+    EXPECT_THAT(msda_last_error(), HasSubstr("padding_mode"));
+}
+
+TEST(CApi, TheLastErrorBelongsToItsThread) {
+    const Problem problem;
+    std::vector<float> output;
+    msda_forward_args bad = to_c(problem.forward_args(output));
+    bad.value.rank = 3;
+    const msda_options options = msda_default_options();
+    ASSERT_EQ(msda_forward(&bad, &options), MSDA_ERROR);
+    const std::string main_message = msda_last_error();
+    ASSERT_THAT(main_message, HasSubstr("value"));
+
+    std::string other_before, other_after_error, other_after_success;
+    std::thread other([&] {
+        other_before = msda_last_error();
+        msda_forward(nullptr, &options);
+        other_after_error = msda_last_error();
+        std::vector<float> other_output;
+        const msda_forward_args good = to_c(problem.forward_args(other_output));
+        msda_forward(&good, &options);
+        other_after_success = msda_last_error();
+    });
+    other.join();
+
+    EXPECT_EQ(other_before, "");
+    EXPECT_THAT(other_after_error, HasSubstr("args"));
+    EXPECT_EQ(other_after_success, "");
+    EXPECT_EQ(std::string(msda_last_error()), main_message);
+}
+
+TEST(CApi, PlanRunsLikeTheOneShotCalls) {
+    const Problem problem;
+    const msda_problem_size size = Problem::c_size();
+    const msda_options options = msda_default_options();
+    msda_plan *plan = nullptr;
+    ASSERT_EQ(msda_plan_create(&size, &options, &plan), MSDA_OK) << msda_last_error();
+    ASSERT_NE(plan, nullptr);
+
+    std::vector<float> one_shot_output;
+    const msda::ForwardArgs cpp_forward = problem.forward_args(one_shot_output);
+    const msda::Plan cpp_plan(msda::ProblemSize::of(cpp_forward), msda::Options{});
+    const std::size_t workspace_bytes = msda_plan_workspace_size(plan);
+    EXPECT_STREQ(msda_last_error(), "");
+    EXPECT_EQ(workspace_bytes, cpp_plan.workspace_size());
+    std::vector<unsigned char> workspace(workspace_bytes);
+    void *workspace_data = workspace_bytes == 0 ? nullptr : workspace.data();
+
+    msda::forward(cpp_forward, msda::Options{});
+    std::vector<float> plan_output;
+    const msda_forward_args forward_args = to_c(problem.forward_args(plan_output));
+    ASSERT_EQ(msda_plan_forward(plan, &forward_args, workspace_data, workspace_bytes), MSDA_OK)
+        << msda_last_error();
+    EXPECT_TRUE(same_bits(plan_output, one_shot_output));
+
+    const msda::Options all_gradients;
+    Problem::Gradients one_shot_grads, plan_grads;
+    msda::backward(problem.backward_args(one_shot_grads, all_gradients), all_gradients);
+    const msda_backward_args backward_args = to_c(problem.backward_args(plan_grads, all_gradients));
+    ASSERT_EQ(msda_plan_backward(plan, &backward_args, workspace_data, workspace_bytes), MSDA_OK)
+        << msda_last_error();
+    EXPECT_TRUE(same_bits(plan_grads.value, one_shot_grads.value));
+    EXPECT_TRUE(same_bits(plan_grads.sampling_locations, one_shot_grads.sampling_locations));
+    EXPECT_TRUE(same_bits(plan_grads.attention_weights, one_shot_grads.attention_weights));
+
+    msda_plan_destroy(plan);
+}
+
+TEST(CApi, APlanRejectsTensorsOfOtherSizes) {
+    msda_problem_size size = Problem::c_size();
+    size.queries = Problem::queries + 1;
+    const msda_options options = msda_default_options();
+    msda_plan *plan = nullptr;
+    ASSERT_EQ(msda_plan_create(&size, &options, &plan), MSDA_OK) << msda_last_error();
+
+    const Problem problem;
+    std::vector<float> output;
+    const msda_forward_args args = to_c(problem.forward_args(output));
+    const std::vector<float> before = output;
+    std::vector<unsigned char> workspace(msda_plan_workspace_size(plan));
+    EXPECT_EQ(msda_plan_forward(plan, &args, workspace.empty() ? nullptr : workspace.data(),
+                                workspace.size()),
+              MSDA_ERROR);
+    EXPECT_STRNE(msda_last_error(), "");
+    EXPECT_TRUE(same_bits(output, before));
+    msda_plan_destroy(plan);
+}
+
+TEST(CApi, AFailedPlanCreateGivesNoPlan) {
+    const msda_options options = msda_default_options();
+    msda_plan *plan = reinterpret_cast<msda_plan *>(&plan);  // not null before the call
+
+    msda_problem_size size = Problem::c_size();
+    size.dtype = static_cast<msda_dtype>(99);
+    EXPECT_EQ(msda_plan_create(&size, &options, &plan), MSDA_ERROR);
+    EXPECT_EQ(plan, nullptr);
+    EXPECT_THAT(msda_last_error(), HasSubstr("dtype"));
+
+    size = Problem::c_size();
+    size.heads = 0;
+    plan = reinterpret_cast<msda_plan *>(&plan);
+    EXPECT_EQ(msda_plan_create(&size, &options, &plan), MSDA_ERROR);
+    EXPECT_EQ(plan, nullptr);
+    EXPECT_STRNE(msda_last_error(), "");
+}
+
+TEST(CApi, NullPointersAreReportedByName) {
+    const Problem problem;
+    std::vector<float> output;
+    const msda_forward_args forward_args = to_c(problem.forward_args(output));
+    const msda::Options defaults;
+    Problem::Gradients grads;
+    const msda_backward_args backward_args = to_c(problem.backward_args(grads, defaults));
+    const msda_options options = msda_default_options();
+    const msda_problem_size size = Problem::c_size();
+
+    EXPECT_EQ(msda_forward(nullptr, &options), MSDA_ERROR);
+    EXPECT_THAT(msda_last_error(), HasSubstr("args"));
+    EXPECT_EQ(msda_forward(&forward_args, nullptr), MSDA_ERROR);
+    EXPECT_THAT(msda_last_error(), HasSubstr("options"));
+    EXPECT_EQ(msda_backward(nullptr, &options), MSDA_ERROR);
+    EXPECT_THAT(msda_last_error(), HasSubstr("args"));
+    EXPECT_EQ(msda_backward(&backward_args, nullptr), MSDA_ERROR);
+    EXPECT_THAT(msda_last_error(), HasSubstr("options"));
+
+    msda_plan *plan = nullptr;
+    EXPECT_EQ(msda_plan_create(nullptr, &options, &plan), MSDA_ERROR);
+    EXPECT_THAT(msda_last_error(), HasSubstr("size"));
+    EXPECT_EQ(msda_plan_create(&size, nullptr, &plan), MSDA_ERROR);
+    EXPECT_THAT(msda_last_error(), HasSubstr("options"));
+    EXPECT_EQ(msda_plan_create(&size, &options, nullptr), MSDA_ERROR);
+    EXPECT_THAT(msda_last_error(), HasSubstr("plan"));
+    EXPECT_EQ(plan, nullptr);
+
+    EXPECT_EQ(msda_plan_forward(nullptr, &forward_args, nullptr, 0), MSDA_ERROR);
+    EXPECT_THAT(msda_last_error(), HasSubstr("plan"));
+    EXPECT_EQ(msda_plan_backward(nullptr, &backward_args, nullptr, 0), MSDA_ERROR);
+    EXPECT_THAT(msda_last_error(), HasSubstr("plan"));
+    EXPECT_EQ(msda_plan_workspace_size(nullptr), 0u);
+    EXPECT_THAT(msda_last_error(), HasSubstr("plan"));
+    msda_plan_destroy(nullptr);
+
+    ASSERT_EQ(msda_plan_create(&size, &options, &plan), MSDA_OK) << msda_last_error();
+    EXPECT_EQ(msda_plan_forward(plan, nullptr, nullptr, 0), MSDA_ERROR);
+    EXPECT_THAT(msda_last_error(), HasSubstr("args"));
+    EXPECT_EQ(msda_plan_backward(plan, nullptr, nullptr, 0), MSDA_ERROR);
+    EXPECT_THAT(msda_last_error(), HasSubstr("args"));
+    msda_plan_destroy(plan);
+
+    // A present tensor without data is named too.
+    msda_forward_args no_value = forward_args;
+    no_value.value.data = nullptr;
+    EXPECT_EQ(msda_forward(&no_value, &options), MSDA_ERROR);
+    EXPECT_THAT(msda_last_error(), HasSubstr("value"));
+}
+
+TEST(CApi, ThreadCountDoesNotChangeResults) {
+    const Problem problem;
+    std::vector<float> many_threads, one_thread;
+    const msda_forward_args many_args = to_c(problem.forward_args(many_threads));
+    const msda_forward_args one_args = to_c(problem.forward_args(one_thread));
+    const msda_options options = msda_default_options();
+    ASSERT_EQ(msda_forward(&many_args, &options), MSDA_OK) << msda_last_error();
+    msda_set_num_threads(1);
+    EXPECT_STREQ(msda_last_error(), "");
+    ASSERT_EQ(msda_forward(&one_args, &options), MSDA_OK) << msda_last_error();
+    msda_set_num_threads(0);
+    EXPECT_TRUE(same_bits(one_thread, many_threads));
+}
+
+}  // namespace
