@@ -1,0 +1,550 @@
+// The msda command line end to end: small random problems written to .npy
+// files in every layout, run through the built binary, and the files it
+// writes compared with the double reference computed here. Bad inputs must
+// give a non-zero exit status and a message naming the tensor or file.
+#include <gtest/gtest.h>
+
+#include <msda/msda.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "msda_reference.h"
+#include "npy.h"
+
+#ifndef MSDA_CLI_PATH
+#error "MSDA_CLI_PATH must name the msda binary (tests/cli.cmake defines it)"
+#endif
+
+namespace {
+
+namespace fs = std::filesystem;
+using Shape = std::vector<std::int64_t>;
+
+constexpr double kFloat32Tolerance = 1e-5;  // SPEC, relative to the largest magnitude
+constexpr int kExitBadInput = 1;
+constexpr int kExitBadUsage = 2;
+
+// ----------------------------------------------------------------------------
+// Layouts as permutations of the canonical (reference) dimension order: the
+// file's dimension i is canonical dimension order[i].
+
+std::vector<int> value_order(msda::ValueLayout layout) {
+    return layout == msda::ValueLayout::BLNC ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0, 2, 1, 3};
+}
+
+std::vector<int> locations_order(msda::LocationsLayout layout) {
+    return layout == msda::LocationsLayout::BQHLP2 ? std::vector<int>{0, 1, 2, 3, 4, 5}
+                                                   : std::vector<int>{0, 5, 1, 2, 3, 4};
+}
+
+std::vector<int> inverse(const std::vector<int> &order) {
+    std::vector<int> result(order.size());
+    for (std::size_t i = 0; i < order.size(); ++i) result[order[i]] = static_cast<int>(i);
+    return result;
+}
+
+Shape permuted_shape(const Shape &shape, const std::vector<int> &order) {
+    Shape result;
+    for (int d : order) result.push_back(shape[d]);
+    return result;
+}
+
+// Row-major data of `data` (row-major in `shape`) with its dimensions
+// rearranged so that dimension i of the result is dimension order[i].
+std::vector<double> permute(const std::vector<double> &data, const Shape &shape, const std::vector<int> &order) {
+    const int rank = static_cast<int>(shape.size());
+    std::vector<std::int64_t> strides(rank, 1);
+    for (int d = rank - 2; d >= 0; --d) strides[d] = strides[d + 1] * shape[d + 1];
+    const Shape out_shape = permuted_shape(shape, order);
+    std::vector<double> result;
+    result.reserve(data.size());
+    std::vector<std::int64_t> index(rank, 0);  // into out_shape
+    for (std::size_t n = 0; n < data.size(); ++n) {
+        std::int64_t offset = 0;
+        for (int i = 0; i < rank; ++i) offset += index[i] * strides[order[i]];
+        result.push_back(data[static_cast<std::size_t>(offset)]);
+        for (int i = rank - 1; i >= 0 && ++index[i] == out_shape[i]; --i) index[i] = 0;
+    }
+    return result;
+}
+
+// ----------------------------------------------------------------------------
+// A small random problem in canonical layouts. Every value is a float32, so
+// float32 files and the double reference hold the same inputs.
+
+struct SmallProblem {
+    msda::reference::Problem reference;
+    std::vector<double> grad_output;
+
+    std::int64_t levels() const { return static_cast<std::int64_t>(reference.levels.size()); }
+    Shape value_shape() const {
+        return {reference.batch, reference.value_length(), reference.heads, reference.channels};
+    }
+    Shape locations_shape() const {
+        return {reference.batch, reference.queries, reference.heads, levels(), reference.points, 2};
+    }
+    Shape weights_shape() const {
+        return {reference.batch, reference.queries, reference.heads, levels(), reference.points};
+    }
+    Shape output_shape() const {
+        return {reference.batch, reference.queries, reference.heads * reference.channels};
+    }
+};
+
+std::vector<double> random_floats(std::mt19937_64 &engine, std::int64_t count, double low, double high) {
+    std::uniform_real_distribution<double> distribution(low, high);
+    std::vector<double> values(static_cast<std::size_t>(count));
+    for (double &v : values) v = static_cast<float>(distribution(engine));
+    return values;
+}
+
+std::int64_t count(const Shape &shape) {
+    return std::accumulate(shape.begin(), shape.end(), std::int64_t{1}, std::multiplies<>());
+}
+
+SmallProblem make_problem(std::uint64_t seed) {
+    std::mt19937_64 engine(seed);
+    std::uniform_int_distribution<std::int64_t> side(1, 5);
+    SmallProblem problem;
+    msda::reference::Problem &p = problem.reference;
+    p.batch = 2;
+    p.queries = 4;
+    p.heads = 2;
+    p.channels = 3;
+    p.points = 2;
+    p.levels = {{side(engine), side(engine)}, {side(engine), side(engine)}};
+    p.value = random_floats(engine, count(problem.value_shape()), -1.0, 1.0);
+    // Beyond [0, 1] too, so padding and the zeros-mode gate matter.
+    p.sampling_locations = random_floats(engine, count(problem.locations_shape()), -0.2, 1.2);
+    p.attention_weights = random_floats(engine, count(problem.weights_shape()), 0.0, 1.0);
+    problem.grad_output = random_floats(engine, count(problem.output_shape()), -1.0, 1.0);
+    return problem;
+}
+
+// ----------------------------------------------------------------------------
+// .npy files in and out.
+
+npy::Array float_array(const std::vector<double> &values, const Shape &shape, npy::DType dtype) {
+    npy::Array array(dtype, shape);
+    if (dtype == npy::DType::float64)
+        std::ranges::copy(values, array.elements<double>().begin());
+    else
+        std::ranges::transform(values, array.elements<float>().begin(), [](double v) { return static_cast<float>(v); });
+    return array;
+}
+
+npy::Array index_array(const std::vector<std::int64_t> &values, const Shape &shape, npy::DType dtype) {
+    npy::Array array(dtype, shape);
+    if (dtype == npy::DType::int64)
+        std::ranges::copy(values, array.elements<std::int64_t>().begin());
+    else
+        std::ranges::transform(values, array.elements<std::int32_t>().begin(),
+                               [](std::int64_t v) { return static_cast<std::int32_t>(v); });
+    return array;
+}
+
+// What the command line writes is always float32.
+std::vector<double> read_result(const std::string &path, const Shape &expected_shape) {
+    const npy::Array array = npy::read(path);
+    EXPECT_EQ(array.dtype(), npy::DType::float32) << path;
+    EXPECT_EQ(array.shape(), expected_shape) << path;
+    if (array.dtype() != npy::DType::float32) return {};
+    const auto values = array.elements<float>();
+    return {values.begin(), values.end()};
+}
+
+// max |actual - expected| / max |expected|, infinite on a size mismatch.
+double max_relative_error(const std::vector<double> &actual, const std::vector<double> &expected) {
+    if (actual.size() != expected.size()) return INFINITY;
+    double largest = 0.0, worst = 0.0;
+    for (std::size_t i = 0; i < actual.size(); ++i) {
+        largest = std::max(largest, std::abs(expected[i]));
+        const double difference = std::abs(actual[i] - expected[i]);
+        worst = std::isnan(difference) ? INFINITY : std::max(worst, difference);
+    }
+    return largest > 0.0 ? worst / largest : worst;
+}
+
+struct Layouts {
+    msda::ValueLayout value = msda::ValueLayout::BLNC;
+    msda::LocationsLayout locations = msda::LocationsLayout::BQHLP2;
+    bool align_corners = false;
+    msda::PaddingMode padding = msda::PaddingMode::zeros;
+};
+
+struct FileDtypes {
+    npy::DType floats = npy::DType::float32;
+    npy::DType indices = npy::DType::int64;
+};
+
+std::string quoted(const std::string &text) {
+    std::string result = "'";
+    for (char c : text) result += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return result + "'";
+}
+
+struct RunResult {
+    int exit_code = -1;  // -1: killed by a signal
+    std::string output, errors;
+};
+
+// ----------------------------------------------------------------------------
+
+class Cli : public ::testing::Test {
+protected:
+    void SetUp() override {
+        std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+        std::ranges::replace(name, '/', '_');
+        directory_ = fs::temp_directory_path() / ("msda_test_cli_" + std::to_string(::getpid()) + "_" + name);
+        fs::remove_all(directory_);
+        fs::create_directories(directory_);
+    }
+    void TearDown() override { fs::remove_all(directory_); }
+
+    std::string path(const std::string &name) const { return (directory_ / name).string(); }
+
+    RunResult run(const std::vector<std::string> &arguments) const {
+        std::string command = quoted(MSDA_CLI_PATH);
+        for (const std::string &argument : arguments) command += " " + quoted(argument);
+        command += " >" + quoted(path("stdout.txt")) + " 2>" + quoted(path("stderr.txt"));
+        const int status = std::system(command.c_str());
+        RunResult result;
+        if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+        result.output = slurp(path("stdout.txt"));
+        result.errors = slurp(path("stderr.txt"));
+        return result;
+    }
+
+    // Writes the inputs (and grad_output) in the given layouts and dtypes;
+    // returns the arguments that name them and choose the layouts.
+    std::vector<std::string> write_inputs(const SmallProblem &problem, const Layouts &layouts,
+                                          const FileDtypes &dtypes = {}) const {
+        const msda::reference::Problem &p = problem.reference;
+        const std::vector<int> value = value_order(layouts.value), locations = locations_order(layouts.locations);
+        npy::write(path("value.npy"), float_array(permute(p.value, problem.value_shape(), value),
+                                                  permuted_shape(problem.value_shape(), value), dtypes.floats));
+        npy::write(path("locations.npy"),
+                   float_array(permute(p.sampling_locations, problem.locations_shape(), locations),
+                               permuted_shape(problem.locations_shape(), locations), dtypes.floats));
+        npy::write(path("weights.npy"), float_array(p.attention_weights, problem.weights_shape(), dtypes.floats));
+        npy::write(path("grad_output.npy"), float_array(problem.grad_output, problem.output_shape(), dtypes.floats));
+        std::vector<std::int64_t> shapes, starts;
+        for (std::size_t l = 0; l < p.levels.size(); ++l) {
+            shapes.push_back(p.levels[l].height);
+            shapes.push_back(p.levels[l].width);
+            starts.push_back(p.level_start(l));
+        }
+        npy::write(path("shapes.npy"), index_array(shapes, {problem.levels(), 2}, dtypes.indices));
+        npy::write(path("starts.npy"), index_array(starts, {problem.levels()}, dtypes.indices));
+
+        std::vector<std::string> arguments = {
+            "--value", path("value.npy"), "--spatial-shapes", path("shapes.npy"), "--level-start-index",
+            path("starts.npy"), "--sampling-locations", path("locations.npy"), "--attention-weights",
+            path("weights.npy"),
+            "--value-layout", layouts.value == msda::ValueLayout::BLNC ? "BLNC" : "BNLC",
+            "--locations-layout", layouts.locations == msda::LocationsLayout::BQHLP2 ? "BQHLP2" : "B2QHLP",
+            "--padding-mode", layouts.padding == msda::PaddingMode::zeros ? "zeros" : "border"};
+        if (layouts.align_corners) arguments.push_back("--align-corners");
+        return arguments;
+    }
+
+    std::vector<std::string> forward_command(const std::vector<std::string> &inputs) const {
+        std::vector<std::string> arguments = {"forward"};
+        arguments.insert(arguments.end(), inputs.begin(), inputs.end());
+        arguments.insert(arguments.end(), {"--output", path("output.npy")});
+        return arguments;
+    }
+
+    std::vector<std::string> backward_command(const std::vector<std::string> &inputs,
+                                              const std::vector<std::string> &gradients) const {
+        std::vector<std::string> arguments = {"backward"};
+        arguments.insert(arguments.end(), inputs.begin(), inputs.end());
+        arguments.insert(arguments.end(), {"--grad-output", path("grad_output.npy")});
+        for (const std::string &gradient : gradients) {
+            arguments.push_back("--" + gradient);
+            arguments.push_back(path(gradient + ".npy"));
+        }
+        return arguments;
+    }
+
+    // Forward through the binary, compared with the reference.
+    void expect_forward_matches(const SmallProblem &problem, const Layouts &layouts, const FileDtypes &dtypes) {
+        msda::reference::Problem reference = problem.reference;
+        reference.align_corners = layouts.align_corners;
+        reference.border = layouts.padding == msda::PaddingMode::border;
+        const RunResult result = run(forward_command(write_inputs(problem, layouts, dtypes)));
+        ASSERT_EQ(result.exit_code, 0) << result.errors;
+        EXPECT_LE(max_relative_error(read_result(path("output.npy"), problem.output_shape()),
+                                     msda::reference::forward(reference)),
+                  kFloat32Tolerance);
+    }
+
+private:
+    static std::string slurp(const std::string &file) {
+        std::ifstream in(file);
+        std::stringstream text;
+        text << in.rdbuf();
+        return text.str();
+    }
+
+    fs::path directory_;
+};
+
+// ----------------------------------------------------------------------------
+// Round trips in every layout and option combination.
+
+std::string layout_name(const Layouts &l) {
+    return std::string(l.value == msda::ValueLayout::BLNC ? "BLNC" : "BNLC") + "_" +
+           (l.locations == msda::LocationsLayout::BQHLP2 ? "BQHLP2" : "B2QHLP") + "_" +
+           (l.align_corners ? "AlignCorners" : "HalfPixel") + "_" +
+           (l.padding == msda::PaddingMode::zeros ? "Zeros" : "Border");
+}
+
+// How GoogleTest shows a parameter (found by argument-dependent lookup).
+void PrintTo(const Layouts &l, std::ostream *out) { *out << layout_name(l); }
+
+std::vector<Layouts> every_layout_combination() {
+    std::vector<Layouts> all;
+    for (auto value : {msda::ValueLayout::BLNC, msda::ValueLayout::BNLC})
+        for (auto locations : {msda::LocationsLayout::BQHLP2, msda::LocationsLayout::B2QHLP})
+            for (bool align_corners : {false, true})
+                for (auto padding : {msda::PaddingMode::zeros, msda::PaddingMode::border})
+                    all.push_back({value, locations, align_corners, padding});
+    return all;
+}
+
+class CliLayouts : public Cli, public ::testing::WithParamInterface<Layouts> {
+protected:
+    std::uint64_t seed() const {
+        const Layouts l = GetParam();
+        return 1 + static_cast<std::uint64_t>(l.value) * 8 + static_cast<std::uint64_t>(l.locations) * 4 +
+               (l.align_corners ? 2 : 0) + static_cast<std::uint64_t>(l.padding);
+    }
+};
+
+TEST_P(CliLayouts, ForwardMatchesTheReference) {
+    expect_forward_matches(make_problem(seed()), GetParam(), {});
+}
+
+TEST_P(CliLayouts, BackwardMatchesTheReferenceWithGradientsInTheInputsLayouts) {
+    const SmallProblem problem = make_problem(seed());
+    const Layouts l = GetParam();
+    msda::reference::Problem reference = problem.reference;
+    reference.align_corners = l.align_corners;
+    reference.border = l.padding == msda::PaddingMode::border;
+    const msda::reference::Gradients expected = msda::reference::backward(reference, problem.grad_output);
+
+    const RunResult result = run(backward_command(
+        write_inputs(problem, l), {"grad-value", "grad-sampling-locations", "grad-attention-weights"}));
+    ASSERT_EQ(result.exit_code, 0) << result.errors;
+
+    const std::vector<int> value = value_order(l.value), locations = locations_order(l.locations);
+    const Shape value_file_shape = permuted_shape(problem.value_shape(), value);
+    const Shape locations_file_shape = permuted_shape(problem.locations_shape(), locations);
+    const std::vector<double> grad_value =
+        permute(read_result(path("grad-value.npy"), value_file_shape), value_file_shape, inverse(value));
+    const std::vector<double> grad_locations = permute(
+        read_result(path("grad-sampling-locations.npy"), locations_file_shape), locations_file_shape, inverse(locations));
+    const std::vector<double> grad_weights = read_result(path("grad-attention-weights.npy"), problem.weights_shape());
+
+    EXPECT_LE(max_relative_error(grad_value, expected.value), kFloat32Tolerance);
+    EXPECT_LE(max_relative_error(grad_locations, expected.sampling_locations), kFloat32Tolerance);
+    EXPECT_LE(max_relative_error(grad_weights, expected.attention_weights), kFloat32Tolerance);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryLayout, CliLayouts, ::testing::ValuesIn(every_layout_combination()),
+                         [](const ::testing::TestParamInfo<Layouts> &parameter) { return layout_name(parameter.param); });
+
+TEST_F(Cli, Float64InputsAndInt32IndicesAreAccepted) {
+    expect_forward_matches(make_problem(101), {}, {npy::DType::float64, npy::DType::int32});
+    expect_forward_matches(make_problem(102), {msda::ValueLayout::BNLC, msda::LocationsLayout::B2QHLP},
+                           {npy::DType::float64, npy::DType::int64});
+}
+
+TEST_F(Cli, WritesOnlyTheGradientsAskedFor) {
+    const SmallProblem problem = make_problem(7);
+    const std::vector<std::string> inputs = write_inputs(problem, {});
+    const msda::reference::Gradients expected = msda::reference::backward(problem.reference, problem.grad_output);
+    const std::vector<std::string> all = {"grad-value", "grad-sampling-locations", "grad-attention-weights"};
+    for (unsigned subset = 1; subset < 8; ++subset) {
+        std::vector<std::string> asked;
+        for (unsigned i = 0; i < 3; ++i)
+            if (subset & (1u << i)) asked.push_back(all[i]);
+        SCOPED_TRACE("asked for subset " + std::to_string(subset));
+        for (const std::string &gradient : all) fs::remove(path(gradient + ".npy"));
+
+        const RunResult result = run(backward_command(inputs, asked));
+        ASSERT_EQ(result.exit_code, 0) << result.errors;
+        for (unsigned i = 0; i < 3; ++i)
+            EXPECT_EQ(fs::exists(path(all[i] + ".npy")), (subset & (1u << i)) != 0) << all[i];
+        if (subset & 1u) {
+            EXPECT_LE(max_relative_error(read_result(path("grad-value.npy"), problem.value_shape()), expected.value),
+                      kFloat32Tolerance);
+        }
+        if (subset & 2u) {
+            EXPECT_LE(max_relative_error(read_result(path("grad-sampling-locations.npy"), problem.locations_shape()),
+                                         expected.sampling_locations),
+                      kFloat32Tolerance);
+        }
+        if (subset & 4u) {
+            EXPECT_LE(max_relative_error(read_result(path("grad-attention-weights.npy"), problem.weights_shape()),
+                                         expected.attention_weights),
+                      kFloat32Tolerance);
+        }
+    }
+}
+
+TEST_F(Cli, NoQueriesIsAValidProblem) {
+    SmallProblem problem = make_problem(11);
+    problem.reference.queries = 0;
+    problem.reference.sampling_locations.clear();
+    problem.reference.attention_weights.clear();
+    problem.grad_output.clear();
+    const std::vector<std::string> inputs = write_inputs(problem, {});
+    RunResult result = run(forward_command(inputs));
+    ASSERT_EQ(result.exit_code, 0) << result.errors;
+    EXPECT_EQ(read_result(path("output.npy"), problem.output_shape()).size(), 0u);
+    result = run(backward_command(inputs, {"grad-value"}));
+    ASSERT_EQ(result.exit_code, 0) << result.errors;
+    const std::vector<double> grad_value = read_result(path("grad-value.npy"), problem.value_shape());
+    EXPECT_TRUE(std::ranges::all_of(grad_value, [](double g) { return g == 0.0; })) << "no query, no gradient";
+}
+
+// ----------------------------------------------------------------------------
+// Bad inputs: a message naming the tensor or file, a non-zero status, no
+// crash, and no output file.
+
+class CliRejects : public Cli {
+protected:
+    void SetUp() override {
+        Cli::SetUp();
+        problem_ = make_problem(21);
+        inputs_ = write_inputs(problem_, {});
+    }
+
+    // Runs forward with `inputs` and expects a bad-input failure whose
+    // message contains every one of `expected`.
+    void expect_forward_rejected(const std::vector<std::string> &inputs, const std::vector<std::string> &expected,
+                                 int exit_code = kExitBadInput) {
+        const RunResult result = run(forward_command(inputs));
+        EXPECT_EQ(result.exit_code, exit_code) << result.errors;
+        EXPECT_TRUE(result.errors.starts_with("msda: ")) << result.errors;
+        for (const std::string &text : expected) EXPECT_NE(result.errors.find(text), std::string::npos) << result.errors;
+        EXPECT_FALSE(fs::exists(path("output.npy"))) << "nothing is written on error";
+    }
+
+    // The inputs with the file after `option` replaced by `file`.
+    std::vector<std::string> replacing(const std::string &option, const std::string &file) const {
+        std::vector<std::string> arguments = inputs_;
+        const auto found = std::ranges::find(arguments, option);
+        EXPECT_NE(found, arguments.end());
+        *(found + 1) = file;
+        return arguments;
+    }
+
+    SmallProblem problem_;
+    std::vector<std::string> inputs_;
+};
+
+TEST_F(CliRejects, AWrongShapeNamingTheTensorAndFile) {
+    Shape shape = problem_.weights_shape();
+    shape[2] += 1;  // N_h
+    npy::write(path("bad_weights.npy"), float_array(std::vector<double>(count(shape), 0.5), shape, npy::DType::float32));
+    expect_forward_rejected(replacing("--attention-weights", path("bad_weights.npy")),
+                            {"attention_weights", "N_h", path("bad_weights.npy")});
+}
+
+TEST_F(CliRejects, AWrongRank) {
+    const Shape shape = {2, 3, 4};
+    npy::write(path("flat_value.npy"), float_array(std::vector<double>(24, 1.0), shape, npy::DType::float32));
+    expect_forward_rejected(replacing("--value", path("flat_value.npy")), {"value", "rank 4", path("flat_value.npy")});
+}
+
+TEST_F(CliRejects, IntegerValuesAndFloatSpatialShapes) {
+    npy::write(path("int_value.npy"), index_array(std::vector<std::int64_t>(count(problem_.value_shape()), 1),
+                                                  problem_.value_shape(), npy::DType::int32));
+    expect_forward_rejected(replacing("--value", path("int_value.npy")),
+                            {"value", "float32 or float64", path("int_value.npy")});
+    npy::write(path("float_shapes.npy"), float_array({2, 2, 2, 2}, {2, 2}, npy::DType::float32));
+    expect_forward_rejected(replacing("--spatial-shapes", path("float_shapes.npy")),
+                            {"spatial_shapes", "int32 or int64", path("float_shapes.npy")});
+}
+
+TEST_F(CliRejects, LevelStartIndexThatIsNotThePrefixSum) {
+    npy::write(path("bad_starts.npy"), index_array({0, 1}, {2}, npy::DType::int64));
+    expect_forward_rejected(replacing("--level-start-index", path("bad_starts.npy")),
+                            {"level_start_index", path("bad_starts.npy")});
+}
+
+TEST_F(CliRejects, AMissingFile) {
+    expect_forward_rejected(replacing("--sampling-locations", path("nowhere.npy")),
+                            {"sampling_locations", path("nowhere.npy")});
+}
+
+TEST_F(CliRejects, ACorruptFile) {
+    const std::string bytes = npy::serialize(npy::read(path("value.npy")));
+    std::ofstream(path("cut.npy"), std::ios::binary) << bytes.substr(0, bytes.size() - 4);
+    expect_forward_rejected(replacing("--value", path("cut.npy")), {"value", path("cut.npy"), "truncated"});
+}
+
+TEST_F(CliRejects, AnOutputThatCannotBeWritten) {
+    std::vector<std::string> arguments = forward_command(inputs_);
+    arguments.back() = path("no/such/folder/output.npy");
+    const RunResult result = run(arguments);
+    EXPECT_EQ(result.exit_code, kExitBadInput);
+    EXPECT_NE(result.errors.find(path("no/such/folder/output.npy")), std::string::npos) << result.errors;
+}
+
+TEST_F(CliRejects, BackwardWithNoGradientAskedFor) {
+    const RunResult result = run(backward_command(inputs_, {}));
+    EXPECT_EQ(result.exit_code, kExitBadUsage);
+    EXPECT_NE(result.errors.find("no gradient"), std::string::npos) << result.errors;
+    EXPECT_NE(result.errors.find("--grad-value"), std::string::npos) << result.errors;
+}
+
+TEST_F(CliRejects, AGradOutputOfTheWrongShape) {
+    npy::write(path("short_grad.npy"), float_array({1, 2, 3}, {1, 1, 3}, npy::DType::float32));
+    std::vector<std::string> arguments = backward_command(inputs_, {"grad-value"});
+    *(std::ranges::find(arguments, "--grad-output") + 1) = path("short_grad.npy");
+    const RunResult result = run(arguments);
+    EXPECT_EQ(result.exit_code, kExitBadInput);
+    EXPECT_NE(result.errors.find("grad_output"), std::string::npos) << result.errors;
+    EXPECT_FALSE(fs::exists(path("grad-value.npy")));
+}
+
+TEST_F(CliRejects, DtypesThatAreNotAvailableYet) {
+    for (const char *dtype : {"f16", "bf16"}) {
+        std::vector<std::string> arguments = inputs_;
+        arguments.insert(arguments.end(), {"--dtype", dtype});
+        expect_forward_rejected(arguments, {dtype, "not available yet"}, kExitBadUsage);
+    }
+    std::vector<std::string> arguments = inputs_;
+    arguments.insert(arguments.end(), {"--dtype", "f64"});
+    expect_forward_rejected(arguments, {"f64", "expected f32"}, kExitBadUsage);
+}
+
+TEST_F(CliRejects, UsageErrors) {
+    expect_forward_rejected(replacing("--value-layout", "NLBC"), {"--value-layout"}, kExitBadUsage);
+    const RunResult no_command = run({});
+    EXPECT_EQ(no_command.exit_code, kExitBadUsage);
+    const RunResult missing_option = run({"forward", "--value", path("value.npy")});
+    EXPECT_EQ(missing_option.exit_code, kExitBadUsage);
+    EXPECT_NE(missing_option.errors.find("required"), std::string::npos) << missing_option.errors;
+    const RunResult help = run({"backward", "--help"});
+    EXPECT_EQ(help.exit_code, 0);
+    EXPECT_NE(help.output.find("--grad-sampling-locations"), std::string::npos);
+}
+
+}  // namespace

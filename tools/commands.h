@@ -1,0 +1,47 @@
+// The msda subcommands, separated from argument parsing (main.cpp) so each
+// reads as what it does. Failures are thrown (msda::Error for what the API
+// rejects, npy::Error for file problems); main turns them into messages.
+#pragma once
+
+#include <msda/msda.hpp>
+
+#include <string>
+
+namespace msda_cli {
+
+// The files of the inputs both operators read.
+struct InputFiles {
+    std::string value;
+    std::string spatial_shapes;
+    std::string level_start_index;
+    std::string sampling_locations;
+    std::string attention_weights;
+};
+
+struct ForwardCommand {
+    InputFiles inputs;
+    msda::Options options;
+    std::string output;
+};
+
+// An empty path means that gradient is not asked for.
+struct BackwardCommand {
+    InputFiles inputs;
+    msda::Options options;
+    std::string grad_output;
+    std::string grad_value;
+    std::string grad_sampling_locations;
+    std::string grad_attention_weights;
+};
+
+struct DemoCommand {
+    int repeats = 5;
+    int threads = 0;  // as given to msda::set_num_threads (0 = one per core), for the report
+};
+
+void run_forward(const ForwardCommand &command);
+void run_backward(const BackwardCommand &command);
+// Returns whether the spot checks against the reference passed.
+bool run_demo(const DemoCommand &command);
+
+}  // namespace msda_cli

@@ -1,0 +1,119 @@
+// `msda forward` and `msda backward`: read the tensors, call the API once,
+// write what was asked for. Nothing is written unless the call succeeded.
+#include <string_view>
+#include <vector>
+
+#include "commands.h"
+#include "tensor_files.h"
+
+namespace msda_cli {
+
+namespace {
+
+struct Inputs {
+    TensorFile value;
+    TensorFile spatial_shapes;
+    TensorFile level_start_index;
+    TensorFile sampling_locations;
+    TensorFile attention_weights;
+
+    std::int64_t heads_times_channels(const msda::Options &options) const {
+        const auto &shape = value.array.shape();
+        return shape[options.value_layout == msda::ValueLayout::BLNC ? 2 : 1] * shape[3];
+    }
+    std::int64_t batch() const { return attention_weights.array.shape()[0]; }
+    std::int64_t queries() const { return attention_weights.array.shape()[1]; }
+};
+
+Inputs read_inputs(const InputFiles &files, const msda::Options &options) {
+    const bool blnc = options.value_layout == msda::ValueLayout::BLNC;
+    const bool bqhlp2 = options.locations_layout == msda::LocationsLayout::BQHLP2;
+    return {
+        read_float_tensor("value", files.value, {4, blnc ? "BLNC (B, L, N_h, C_h)" : "BNLC (B, N_h, L, C_h)"}),
+        read_index_tensor("spatial_shapes", files.spatial_shapes, {2, "(N_l, 2)"}),
+        read_index_tensor("level_start_index", files.level_start_index, {1, "(N_l,)"}),
+        read_float_tensor("sampling_locations", files.sampling_locations,
+                          {6, bqhlp2 ? "BQHLP2 (B, N_q, N_h, N_l, N_p, 2)" : "B2QHLP (B, 2, N_q, N_h, N_l, N_p)"}),
+        read_float_tensor("attention_weights", files.attention_weights, {5, "(B, N_q, N_h, N_l, N_p)"}),
+    };
+}
+
+// The API names the tensor it rejects ("msda: value: ..."); the user gave a
+// file, so the message gets that file's path as well.
+template <typename Call>
+void naming_files(const std::vector<const TensorFile *> &tensors, Call call) {
+    try {
+        call();
+    } catch (const msda::Error &error) {
+        const std::string_view message = error.what();
+        for (const TensorFile *tensor : tensors) {
+            if (message.starts_with("msda: " + tensor->name + ":"))
+                throw msda::Error(std::string(message) + " [" + tensor->path + "]");
+        }
+        throw;
+    }
+}
+
+}  // namespace
+
+void run_forward(const ForwardCommand &command) {
+    const Inputs in = read_inputs(command.inputs, command.options);
+    TensorFile output = make_result("output", command.output,
+                                    {in.batch(), in.queries(), in.heads_times_channels(command.options)});
+    msda::ForwardArgs args;
+    args.value = in.value.view();
+    args.spatial_shapes = in.spatial_shapes.view();
+    args.level_start_index = in.level_start_index.view();
+    args.sampling_locations = in.sampling_locations.view();
+    args.attention_weights = in.attention_weights.view();
+    args.output = output.view();
+    naming_files({&in.value, &in.spatial_shapes, &in.level_start_index, &in.sampling_locations,
+                  &in.attention_weights},
+                 [&] { msda::forward(args, command.options); });
+    write_tensor(output);
+}
+
+void run_backward(const BackwardCommand &command) {
+    msda::Options options = command.options;
+    options.grad_value = !command.grad_value.empty();
+    options.grad_sampling_locations = !command.grad_sampling_locations.empty();
+    options.grad_attention_weights = !command.grad_attention_weights.empty();
+    if (!options.grad_value && !options.grad_sampling_locations && !options.grad_attention_weights)
+        throw msda::Error("msda: backward: no gradient asked for (give --grad-value, "
+                          "--grad-sampling-locations and/or --grad-attention-weights)");
+
+    const Inputs in = read_inputs(command.inputs, options);
+    const TensorFile grad_output = read_float_tensor("grad_output", command.grad_output, {3, "(B, N_q, N_h*C_h)"});
+
+    // Each gradient has the shape (so the layout) of the tensor it belongs to.
+    msda::BackwardArgs args;
+    args.value = in.value.view();
+    args.spatial_shapes = in.spatial_shapes.view();
+    args.level_start_index = in.level_start_index.view();
+    args.sampling_locations = in.sampling_locations.view();
+    args.attention_weights = in.attention_weights.view();
+    args.grad_output = grad_output.view();
+    TensorFile grad_value, grad_sampling_locations, grad_attention_weights;
+    if (options.grad_value) {
+        grad_value = make_result("grad_value", command.grad_value, in.value.array.shape());
+        args.grad_value = grad_value.view();
+    }
+    if (options.grad_sampling_locations) {
+        grad_sampling_locations = make_result("grad_sampling_locations", command.grad_sampling_locations,
+                                              in.sampling_locations.array.shape());
+        args.grad_sampling_locations = grad_sampling_locations.view();
+    }
+    if (options.grad_attention_weights) {
+        grad_attention_weights = make_result("grad_attention_weights", command.grad_attention_weights,
+                                             in.attention_weights.array.shape());
+        args.grad_attention_weights = grad_attention_weights.view();
+    }
+    naming_files({&in.value, &in.spatial_shapes, &in.level_start_index, &in.sampling_locations,
+                  &in.attention_weights, &grad_output},
+                 [&] { msda::backward(args, options); });
+    if (options.grad_value) write_tensor(grad_value);
+    if (options.grad_sampling_locations) write_tensor(grad_sampling_locations);
+    if (options.grad_attention_weights) write_tensor(grad_attention_weights);
+}
+
+}  // namespace msda_cli

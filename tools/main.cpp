@@ -1,0 +1,169 @@
+// The msda command line: argument parsing and error reporting. The work of
+// each subcommand is in commands.h.
+//
+// Exit status: 0 on success, 1 when the inputs are bad (a file that cannot be
+// read, a tensor the API rejects) or the demo's checks fail, 2 when the
+// command line itself is wrong. CLI11's own codes (100 and up) are folded
+// into 2, the usual status for usage errors.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+#include <new>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "commands.h"
+#include "npy.h"
+
+namespace {
+
+using namespace msda_cli;
+
+constexpr int kExitFailure = 1;
+constexpr int kExitBadUsage = 2;
+
+void report(std::string_view message) {
+    // API messages already carry the prefix.
+    std::cerr << (message.starts_with("msda: ") ? "" : "msda: ") << message << "\n";
+}
+
+// Only float32 storage exists so far; f16 and bf16 are named so users learn
+// they are coming rather than that they are unknown.
+CLI::Validator storage_dtype_validator() {
+    return CLI::Validator(
+        [](std::string &dtype) -> std::string {
+            if (dtype == "f32") return "";
+            if (dtype == "f16" || dtype == "bf16") return dtype + " is not available yet (this build supports f32)";
+            return "unknown dtype '" + dtype + "' (expected f32; f16 and bf16 are not available yet)";
+        },
+        "f32", "storage dtype");
+}
+
+// An option that takes one of a few names (any case) and sets an enum.
+// CLI11's CheckedTransformer would also accept the enums' numbers and show
+// them in --help; users should only see the names.
+template <typename Enum>
+void add_choice(CLI::App &command, const std::string &flag, Enum &target,
+                const std::vector<std::pair<std::string, Enum>> &choices, const std::string &help) {
+    std::vector<std::string> names;
+    for (const auto &choice : choices) names.push_back(choice.first);
+    command
+        .add_option_function<std::string>(
+            flag,
+            [&target, choices](const std::string &given) {
+                for (const auto &[name, value] : choices)
+                    if (CLI::detail::to_lower(name) == CLI::detail::to_lower(given)) target = value;
+            },
+            help)
+        ->check(CLI::IsMember(names, CLI::ignore_case).description(""))
+        ->type_name(CLI::detail::join(names, "|"));
+}
+
+void add_input_options(CLI::App &command, InputFiles &files, msda::Options &options, std::string &dtype) {
+    command.add_option("--value", files.value, "value .npy: (B, L, N_h, C_h), or (B, N_h, L, C_h) with BNLC")
+        ->required();
+    command.add_option("--spatial-shapes", files.spatial_shapes, "spatial_shapes .npy: (N_l, 2) int, rows (H, W)")
+        ->required();
+    command.add_option("--level-start-index", files.level_start_index, "level_start_index .npy: (N_l,) int")
+        ->required();
+    command
+        .add_option("--sampling-locations", files.sampling_locations,
+                    "sampling_locations .npy: (B, N_q, N_h, N_l, N_p, 2), or (B, 2, N_q, N_h, N_l, N_p) with B2QHLP")
+        ->required();
+    command.add_option("--attention-weights", files.attention_weights, "attention_weights .npy: (B, N_q, N_h, N_l, N_p)")
+        ->required();
+
+    add_choice(command, "--value-layout", options.value_layout,
+               {{"BLNC", msda::ValueLayout::BLNC}, {"BNLC", msda::ValueLayout::BNLC}},
+               "layout of value (and grad_value); default BLNC");
+    add_choice(command, "--locations-layout", options.locations_layout,
+               {{"BQHLP2", msda::LocationsLayout::BQHLP2}, {"B2QHLP", msda::LocationsLayout::B2QHLP}},
+               "layout of sampling_locations (and its gradient); default BQHLP2");
+    command.add_flag("--align-corners", options.align_corners, "pixel centres at the corners: x = u*(W-1)");
+    add_choice(command, "--padding-mode", options.padding_mode,
+               {{"zeros", msda::PaddingMode::zeros}, {"border", msda::PaddingMode::border}},
+               "where samples outside a level read from; default zeros");
+    command.add_option("--dtype", dtype, "storage dtype: f32 (default; f16 and bf16 are not available yet)")
+        ->check(storage_dtype_validator());
+}
+
+void add_threads_option(CLI::App &command, int &threads) {
+    command.add_option("--threads", threads, "threads to use (0 = one per core, the default)")
+        ->check(CLI::NonNegativeNumber);
+}
+
+int usage_error(const CLI::App &app, const CLI::ParseError &error) {
+    // --help and friends are "errors" with status 0; CLI11 prints them.
+    if (error.get_exit_code() == 0) return app.exit(error);
+    report(error.what());
+    std::cerr << "Run 'msda --help' or 'msda <command> --help' for usage.\n";
+    return kExitBadUsage;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    CLI::App app{"msda: multi-scale deformable attention (Deformable DETR's MSDA) from .npy files", "msda"};
+    app.require_subcommand(1);
+
+    ForwardCommand forward;
+    BackwardCommand backward;
+    DemoCommand demo;
+    // Only validated: float32 is the one storage dtype there is so far.
+    std::string dtype = "f32";
+    int threads = 0;
+
+    CLI::App *forward_command = app.add_subcommand("forward", "output = MSDA(inputs), written as float32 .npy");
+    add_input_options(*forward_command, forward.inputs, forward.options, dtype);
+    forward_command->add_option("--output,-o", forward.output, "output .npy: (B, N_q, N_h*C_h)")->required();
+    add_threads_option(*forward_command, threads);
+
+    CLI::App *backward_command =
+        app.add_subcommand("backward", "the gradients asked for, given grad_output, written as float32 .npy");
+    add_input_options(*backward_command, backward.inputs, backward.options, dtype);
+    backward_command->add_option("--grad-output", backward.grad_output, "grad_output .npy: (B, N_q, N_h*C_h)")
+        ->required();
+    backward_command->add_option("--grad-value", backward.grad_value, "grad_value .npy to write (value's shape)");
+    backward_command->add_option("--grad-sampling-locations", backward.grad_sampling_locations,
+                                 "grad_sampling_locations .npy to write (sampling_locations' shape)");
+    backward_command->add_option("--grad-attention-weights", backward.grad_attention_weights,
+                                 "grad_attention_weights .npy to write (attention_weights' shape)");
+    add_threads_option(*backward_command, threads);
+
+    CLI::App *demo_command = app.add_subcommand(
+        "demo", "time forward and backward on one Deformable DETR encoder layer and spot-check them "
+                "against the double-precision reference");
+    demo_command->add_option("--repeats", demo.repeats, "timed calls of each operator (after one warm-up)")
+        ->check(CLI::PositiveNumber);
+    add_threads_option(*demo_command, threads);
+
+    try {
+        app.parse(argc, argv);
+        if (backward_command->parsed() && backward.grad_value.empty() && backward.grad_sampling_locations.empty() &&
+            backward.grad_attention_weights.empty())
+            throw CLI::ValidationError("backward: no gradient asked for (give --grad-value, "
+                                       "--grad-sampling-locations and/or --grad-attention-weights)");
+    } catch (const CLI::ParseError &error) {
+        return usage_error(app, error);
+    }
+
+    try {
+        msda::set_num_threads(threads);
+        demo.threads = threads;
+        if (forward_command->parsed()) run_forward(forward);
+        if (backward_command->parsed()) run_backward(backward);
+        if (demo_command->parsed() && !run_demo(demo)) return kExitFailure;
+        return 0;
+    } catch (const msda::Error &error) {
+        report(error.what());
+    } catch (const npy::Error &error) {
+        report(error.what());
+    } catch (const std::bad_alloc &) {
+        report("out of memory");
+    } catch (const std::exception &error) {
+        report(error.what());
+    }
+    return kExitFailure;
+}
