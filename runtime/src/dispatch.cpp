@@ -3,6 +3,7 @@
 #include <HalideRuntime.h>
 
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <string>
 
@@ -117,11 +118,13 @@ struct CommonInputs {
     HalideBuffer value, spatial_shapes, level_start_index, locations_x, locations_y, weights;
     bool align_corners, border;
 
+    // The level table is only read by the generated code.
     CommonInputs(const TensorView &value_view, const TensorView &locations,
-                 const TensorView &attention_weights, LevelTable &levels, const Options &options)
+                 const TensorView &attention_weights, const LevelTable &levels,
+                 const Options &options)
         : value(value_buffer(value_view, options.value_layout)),
-          spatial_shapes(levels.shapes.data(), kInt32, 2),
-          level_start_index(levels.starts.data(), kInt32, 1),
+          spatial_shapes(const_cast<std::int32_t *>(levels.shapes.data()), kInt32, 2),
+          level_start_index(const_cast<std::int32_t *>(levels.starts.data()), kInt32, 1),
           locations_x(location_plane(locations, options.locations_layout, 0)),
           locations_y(location_plane(locations, options.locations_layout, 1)),
           weights(weight_buffer(attention_weights)),
@@ -164,6 +167,33 @@ void fill_zeros(const TensorView &t) {
     }
 }
 
+// Halide's buffer strides are 32-bit. A tensor whose batch stride is wider
+// (one batch element of more than 2^31 - 1 elements) is served by one call
+// per batch element, each a view of extent 1 whose batch stride is unused.
+bool batch_strides_fit(std::initializer_list<const TensorView *> tensors) {
+    constexpr std::int64_t limit = std::numeric_limits<std::int32_t>::max();
+    for (const TensorView *t : tensors) {
+        if (t->present() && (t->strides[0] > limit || t->strides[0] < -limit)) return false;
+    }
+    return true;
+}
+
+TensorView batch_element(const TensorView &t, std::int64_t b) {
+    if (!t.present()) return t;
+    TensorView element = t;
+    element.data = static_cast<char *>(t.data) +
+                   b * t.strides[0] * static_cast<std::int64_t>(dtype_size(t.dtype));
+    element.shape[0] = 1;
+    element.strides[0] = 0;
+    return element;
+}
+
+CheckedCall one_batch_element(const CheckedCall &call) {
+    CheckedCall element = call;
+    element.size.batch = 1;
+    return element;
+}
+
 }  // namespace
 
 const Variant &select_variant(Kind kind, std::int64_t channels) {
@@ -197,8 +227,21 @@ void run_forward(const Kernels &kernels, const ForwardArgs &args, const Options 
                  const CheckedCall &checked) {
     const ProblemSize &size = checked.size;
     if (size.batch == 0 || size.queries == 0) return;  // output is empty
-    LevelTable levels = checked.levels;
-    CommonInputs in(args.value, args.sampling_locations, args.attention_weights, levels, options);
+    if (!batch_strides_fit({&args.value, &args.sampling_locations, &args.attention_weights,
+                            &args.output})) {
+        const CheckedCall element_call = one_batch_element(checked);
+        for (std::int64_t b = 0; b < size.batch; b++) {
+            ForwardArgs element = args;
+            for (TensorView *t : {&element.value, &element.sampling_locations,
+                                  &element.attention_weights, &element.output}) {
+                *t = batch_element(*t, b);
+            }
+            run_forward(kernels, element, options, element_call);
+        }
+        return;
+    }
+    CommonInputs in(args.value, args.sampling_locations, args.attention_weights, checked.levels,
+                    options);
     HalideBuffer output = head_major_buffer(args.output, size.heads, size.channels);
     call(*kernels.forward, in, output.get());
 }
@@ -211,8 +254,24 @@ void run_backward(const Kernels &kernels, const BackwardArgs &args, const Option
         if (kernels.grad_value != nullptr) fill_zeros(args.grad_value);
         return;
     }
-    LevelTable levels = checked.levels;
-    CommonInputs in(args.value, args.sampling_locations, args.attention_weights, levels, options);
+    if (!batch_strides_fit({&args.value, &args.sampling_locations, &args.attention_weights,
+                            &args.grad_output, &args.grad_value, &args.grad_sampling_locations,
+                            &args.grad_attention_weights})) {
+        const CheckedCall element_call = one_batch_element(checked);
+        for (std::int64_t b = 0; b < size.batch; b++) {
+            BackwardArgs element = args;
+            for (TensorView *t : {&element.value, &element.sampling_locations,
+                                  &element.attention_weights, &element.grad_output,
+                                  &element.grad_value, &element.grad_sampling_locations,
+                                  &element.grad_attention_weights}) {
+                *t = batch_element(*t, b);
+            }
+            run_backward(kernels, element, options, element_call);
+        }
+        return;
+    }
+    CommonInputs in(args.value, args.sampling_locations, args.attention_weights, checked.levels,
+                    options);
     HalideBuffer grad_output = head_major_buffer(args.grad_output, size.heads, size.channels);
 
     if (kernels.grad_value != nullptr) {

@@ -1,6 +1,8 @@
 // TensorView helpers and dtype names.
 #include <msda/msda.hpp>
 
+#include <limits>
+
 namespace msda {
 
 const char *dtype_name(DType dtype) {
@@ -61,8 +63,16 @@ TensorView TensorView::strided(const void *data, DType dtype,
 }
 
 std::int64_t TensorView::numel() const {
+    // Saturates instead of overflowing: validation rejects such shapes.
+    for (int d = 0; d < rank; d++) {
+        if (shape[d] == 0) return 0;
+    }
     std::int64_t count = 1;
-    for (int d = 0; d < rank; d++) count *= shape[d];
+    for (int d = 0; d < rank; d++) {
+        if (__builtin_mul_overflow(count, shape[d], &count)) {
+            return std::numeric_limits<std::int64_t>::max();
+        }
+    }
     return count;
 }
 

@@ -93,16 +93,35 @@ void check_dims(const TensorView &t, const char *name, const char *const *dim_na
 
 // Data, extents and strides the generated code can address: data present
 // when there are elements, extents and strides within 32-bit buffer fields.
-void check_addressable(const TensorView &t, const char *name) {
+// The batch stride is exempt where the tensor has a batch dimension: a call
+// whose batch stride does not fit runs one batch element at a time.
+void check_addressable(const TensorView &t, const char *name, bool has_batch = true) {
+    // Element count and byte reach without overflow, so that an absurd shape
+    // cannot wrap around to look empty or small.
+    bool empty = false;
+    for (int d = 0; d < t.rank; d++) empty = empty || t.shape[d] == 0;
+    std::int64_t count = 1, reach = 0;
+    for (int d = 0; d < t.rank && !empty; d++) {
+        std::int64_t extent_reach = 0;
+        if (__builtin_mul_overflow(count, t.shape[d], &count) ||
+            __builtin_mul_overflow(t.shape[d] - 1, std::abs(t.strides[d]), &extent_reach) ||
+            __builtin_add_overflow(reach, extent_reach, &reach) ||
+            reach > std::numeric_limits<std::int64_t>::max() / 8) {
+            fail(name, "shape " + shape_string(t) + " with its strides spans more memory than can "
+                       "be addressed");
+        }
+    }
     if (t.numel() > 0 && t.data == nullptr) {
         fail(name, "data is null but the tensor has " + std::to_string(t.numel()) + " elements");
     }
     for (int d = 0; d < t.rank; d++) {
-        if (t.shape[d] > kIndexLimit || t.strides[d] > kIndexLimit || t.strides[d] < -kIndexLimit) {
+        const bool stride_unbounded = has_batch && d == 0;
+        if (t.shape[d] > kIndexLimit ||
+            (!stride_unbounded && (t.strides[d] > kIndexLimit || t.strides[d] < -kIndexLimit))) {
             fail(name, "dimension " + std::to_string(d) + " (extent " + std::to_string(t.shape[d]) +
                            ", stride " + std::to_string(t.strides[d]) +
-                           ") exceeds what one call can address (2^31 - 1 elements per extent "
-                           "and stride)");
+                           ") exceeds what one call can address (2^31 - 1 elements per extent, "
+                           "and per stride except the batch stride)");
         }
     }
 }
@@ -222,7 +241,7 @@ Sizes check_inputs(const TensorView &value, const TensorView &spatial_shapes,
 
     check_present(spatial_shapes, "spatial_shapes", 2, "(N_l, 2) of rows (H, W)");
     check_integer_dtype(spatial_shapes, "spatial_shapes");
-    check_addressable(spatial_shapes, "spatial_shapes");
+    check_addressable(spatial_shapes, "spatial_shapes", false);
     s.levels = spatial_shapes.shape[0];
     if (s.levels < 1) fail("spatial_shapes", "needs at least one level (N_l >= 1), got 0 rows");
     if (spatial_shapes.shape[1] != 2) {
@@ -231,7 +250,7 @@ Sizes check_inputs(const TensorView &value, const TensorView &spatial_shapes,
     }
     check_present(level_start_index, "level_start_index", 1, "(N_l,)");
     check_integer_dtype(level_start_index, "level_start_index");
-    check_addressable(level_start_index, "level_start_index");
+    check_addressable(level_start_index, "level_start_index", false);
     const Expected start_dims[1] = {{s.levels, "N_l, the rows of spatial_shapes"}};
     const char *const start_names[1] = {"N_l"};
     check_dims(level_start_index, "level_start_index", start_names, start_dims);

@@ -42,6 +42,7 @@ struct TensorView {
     static TensorView strided(const void *data, DType dtype,
                               std::initializer_list<std::int64_t> shape,
                               std::initializer_list<std::int64_t> strides);
+    // The element count (saturating at INT64_MAX for shapes that overflow).
     std::int64_t numel() const;
     bool present() const { return data != nullptr || rank != 0; }
 };

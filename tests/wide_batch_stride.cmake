@@ -1,0 +1,1 @@
+msda_add_test(test_wide_batch_stride core test_wide_batch_stride.cpp)
