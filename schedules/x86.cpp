@@ -83,10 +83,18 @@ void schedule_grad_value(const Target &target, GradValuePipeline &f, const Tunab
 
     Stage scatter = f.grad_value.update();
     RVar corner = f.scatter[0], point = f.scatter[1], level = f.scatter[2], query = f.scatter[3];
-    scatter.reorder(v.c, corner, point, level, query, v.h, v.b).fuse(v.h, v.b, slice).parallel(slice);
+    RVar query_tile("query_tile"), query_inner("query_inner");
+    scatter.split(query, query_tile, query_inner, tunables.query_tile, TailStrategy::GuardWithIf)
+        .reorder(v.c, corner, point, level, query_inner, query_tile, v.h, v.b)
+        .fuse(v.h, v.b, slice)
+        .parallel(slice);
     vectorize_channels(scatter, v.c, width, tunables.channels);
 
-    f.geometry.compute_at(f.grad_value, query);
+    // The geometry of a tile of queries at once, vectorised across them.
+    f.geometry.compute_at(f.grad_value, query_tile)
+        .reorder_storage(v.q, v.p, v.l, v.h, v.b)
+        .reorder(v.q, v.p, v.l, v.h, v.b)
+        .vectorize(v.q, width, TailStrategy::GuardWithIf);
 }
 
 void schedule_grad_sample(const Target &target, GradSamplePipeline &f, const Tunables &tunables) {
