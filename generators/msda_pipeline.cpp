@@ -22,16 +22,30 @@ Func sample_geometry(const MsdaInputs &in, const MsdaVars &v) {
     return geometry;
 }
 
+Func corner_table(const MsdaInputs &in, const MsdaVars &v, const Func &geometry) {
+    Tuple g = geometry(v.p, v.l, v.h, v.q, v.b);
+    Expr row0 = g[0], width = g[1], mask = g[2], fx = g[3], fy = g[4], attention = g[5];
+    std::vector<Expr> rows, weights;
+    for (int corner = 0; corner < kCorners; corner++) {
+        rows.push_back(algebra::corner_row(row0, width, in.rows, corner));
+        weights.push_back(attention * algebra::corner_weight(fx, fy, corner));
+    }
+    std::vector<Expr> table = rows;
+    table.insert(table.end(), weights.begin(), weights.end());
+    table.push_back(mask);
+    Func corners("corners");
+    corners(v.p, v.l, v.h, v.q, v.b) = Tuple(table);
+    return corners;
+}
+
 namespace {
 
 // The value a corner contributes: V at the corner's row, or 0 when the corner
 // lies outside the level (never 0 * V, so non-finite values elsewhere in the
-// level cannot leak into the sample).
-Expr corner_value(const MsdaInputs &in, const FuncRef &geometry_ref, const Expr &c, const Expr &h,
-                  const Expr &b, int corner) {
-    Tuple g = Tuple(geometry_ref);
-    Expr row = algebra::corner_row(g[0], g[1], in.rows, corner);
-    return select(algebra::corner_is_inside(g[2], corner), in.value(c, h, row, b), 0.0f);
+// value tensor cannot leak into the sample).
+Expr corner_value(const MsdaInputs &in, const Expr &row, const Expr &mask, const Expr &c,
+                  const Expr &h, const Expr &b, int corner) {
+    return select(algebra::corner_is_inside(mask, corner), in.value(c, h, row, b), 0.0f);
 }
 
 }  // namespace
@@ -40,19 +54,20 @@ ForwardPipeline build_forward(const MsdaInputs &in) {
     ForwardPipeline f;
     const MsdaVars &v = f.vars;
     f.geometry = sample_geometry(in, v);
+    f.corners = corner_table(in, v, f.geometry);
     f.sum_over = RDom(0, in.points, 0, in.levels, "sum_over");
     Expr p = f.sum_over.x, l = f.sum_over.y;
 
-    FuncRef sample = f.geometry(p, l, v.h, v.q, v.b);
-    Tuple geometry(sample);
-    Expr interpolated = 0.0f;
+    Tuple corners = f.corners(p, l, v.h, v.q, v.b);
+    Expr sample = 0.0f;
     for (int corner = 0; corner < kCorners; corner++) {
-        interpolated += algebra::corner_weight(geometry[3], geometry[4], corner) *
-                        corner_value(in, sample, v.c, v.h, v.b, corner);
+        sample += corners[kCornerWeight + corner] *
+                  corner_value(in, corners[kCornerRow + corner], corners[kCornerMask], v.c, v.h,
+                               v.b, corner);
     }
     f.accumulated = Func("accumulated");
     f.accumulated(v.c, v.h, v.q, v.b) = 0.0f;
-    f.accumulated(v.c, v.h, v.q, v.b) += geometry[5] * interpolated;
+    f.accumulated(v.c, v.h, v.q, v.b) += sample;
     f.output = Func("output");
     f.output(v.c, v.h, v.q, v.b) = f.accumulated(v.c, v.h, v.q, v.b);
     return f;
@@ -62,22 +77,20 @@ GradValuePipeline build_grad_value(const MsdaInputs &in, const Func &grad_output
     GradValuePipeline f;
     const MsdaVars &v = f.vars;
     f.geometry = sample_geometry(in, v);
+    f.corners = corner_table(in, v, f.geometry);
     f.scatter = RDom(0, kCorners, 0, in.points, 0, in.levels, 0, in.queries, "scatter");
     Expr corner = f.scatter[0], p = f.scatter[1], l = f.scatter[2], q = f.scatter[3];
 
-    Tuple geometry = f.geometry(p, l, v.h, q, v.b);
-    Expr row0 = geometry[0], width = geometry[1], mask = geometry[2];
-    Expr fx = geometry[3], fy = geometry[4], attention = geometry[5];
-
     // The corner is a reduction variable, so its row, weight and mask are
-    // selected from the four per-corner expressions.
+    // selected from the four per-corner entries.
+    Tuple corners = f.corners(p, l, v.h, q, v.b);
     std::vector<Expr> rows, weights, inside;
     for (int k = 0; k < kCorners; k++) {
-        rows.push_back(algebra::corner_row(row0, width, in.rows, k));
-        weights.push_back(algebra::corner_weight(fx, fy, k));
-        inside.push_back(algebra::corner_is_inside(mask, k));
+        rows.push_back(corners[kCornerRow + k]);
+        weights.push_back(corners[kCornerWeight + k]);
+        inside.push_back(algebra::corner_is_inside(corners[kCornerMask], k));
     }
-    Expr contribution = attention * mux(corner, weights) * grad_output(v.c, v.h, q, v.b);
+    Expr contribution = mux(corner, weights) * grad_output(v.c, v.h, q, v.b);
     f.grad_value = Func("grad_value");
     f.grad_value(v.c, v.h, f.row, v.b) = 0.0f;
     f.grad_value(v.c, v.h, mux(corner, rows), v.b) += select(mux(corner, inside), contribution, 0.0f);
@@ -92,19 +105,20 @@ GradSamplePipeline build_grad_sample(const MsdaInputs &in, const Func &grad_outp
     f.channel = RDom(0, in.channels, "channel");
 
     // <g, V_corner> for the four corners in one pass over the channels.
-    FuncRef sample = f.geometry(v.p, v.l, v.h, v.q, v.b);
+    Tuple geometry = f.geometry(v.p, v.l, v.h, v.q, v.b);
+    Expr row0 = geometry[0], width = geometry[1], mask = geometry[2];
+    Expr fx = geometry[3], fy = geometry[4], attention = geometry[5];
     f.corner_dots = Func("corner_dots");
     f.corner_dots(v.p, v.l, v.h, v.q, v.b) = Tuple(0.0f, 0.0f, 0.0f, 0.0f);
     Expr g = grad_output(f.channel, v.h, v.q, v.b);
     std::vector<Expr> updated;
     for (int corner = 0; corner < kCorners; corner++) {
         updated.push_back(f.corner_dots(v.p, v.l, v.h, v.q, v.b)[corner] +
-                          g * corner_value(in, sample, f.channel, v.h, v.b, corner));
+                          g * corner_value(in, algebra::corner_row(row0, width, in.rows, corner),
+                                           mask, f.channel, v.h, v.b, corner));
     }
     f.corner_dots(v.p, v.l, v.h, v.q, v.b) = Tuple(updated);
 
-    Tuple geometry(sample);
-    Expr fx = geometry[3], fy = geometry[4], attention = geometry[5];
     Tuple dots = f.corner_dots(v.p, v.l, v.h, v.q, v.b);
     Expr dot[kCorners] = {dots[0], dots[1], dots[2], dots[3]};
 

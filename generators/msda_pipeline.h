@@ -38,9 +38,16 @@ struct MsdaVars {
 //   [5] weight the attention weight
 Halide::Func sample_geometry(const MsdaInputs &in, const MsdaVars &v);
 
+// The four corners of every sample, ready for the channel loop, one Tuple per
+// (p, l, h, q, b): [0..3] the corners' value rows (clamped into [0, L-1]),
+// [4..7] their weights a * w_corner, [8] the mask of corners inside the level.
+Halide::Func corner_table(const MsdaInputs &in, const MsdaVars &v, const Halide::Func &geometry);
+constexpr int kCornerRow = 0, kCornerWeight = 4, kCornerMask = 8;
+
 struct ForwardPipeline {
     MsdaVars vars;
     Halide::Func geometry;     // sample_geometry
+    Halide::Func corners;      // corner_table
     Halide::Func accumulated;  // (c, h, q, b): the sum over (l, p), an update with RDom sum_over
     Halide::Func output;       // (c, h, q, b)
     Halide::RDom sum_over;     // (p, l)
@@ -55,6 +62,7 @@ struct GradValuePipeline {
     MsdaVars vars;
     Halide::Var row{"row"};
     Halide::Func geometry;
+    Halide::Func corners;     // corner_table
     Halide::Func grad_value;  // (c, h, row, b): zero, then one scatter update
     Halide::RDom scatter;     // (corner, p, l, q)
 };

@@ -61,9 +61,10 @@ void schedule_forward(const Target &target, ForwardPipeline &f, const Tunables &
         accumulate.unroll(v.c);
     }
 
-    // Per-sample geometry for the whole tile, vectorised across queries and
-    // stored queries-innermost so those vectors are dense.
-    f.geometry.compute_at(f.output, task)
+    // The corners of every sample of the tile, computed once, vectorised
+    // across queries and stored queries-innermost so those vectors are dense:
+    // the channel loop then only loads rows, weights and the mask.
+    f.corners.compute_at(f.output, task)
         .reorder_storage(v.q, v.p, v.l, v.h, v.b)
         .reorder(v.q, v.p, v.l, v.h, v.b)
         .vectorize(v.q, width, TailStrategy::GuardWithIf);
@@ -90,8 +91,8 @@ void schedule_grad_value(const Target &target, GradValuePipeline &f, const Tunab
         .parallel(slice);
     vectorize_channels(scatter, v.c, width, tunables.channels);
 
-    // The geometry of a tile of queries at once, vectorised across them.
-    f.geometry.compute_at(f.grad_value, query_tile)
+    // The corners of a tile of queries at once, vectorised across them.
+    f.corners.compute_at(f.grad_value, query_tile)
         .reorder_storage(v.q, v.p, v.l, v.h, v.b)
         .reorder(v.q, v.p, v.l, v.h, v.b)
         .vectorize(v.q, width, TailStrategy::GuardWithIf);
