@@ -86,10 +86,13 @@ inline Expr corner_is_inside(const Expr &mask, int corner) {
 }
 
 // The bilinear weight of one corner: (1-fy)(1-fx), (1-fy)fx, fy(1-fx), fy fx.
+// Evaluated with strict float semantics: under fast-math, a target without
+// FMA was seen rewriting w*d into d - fx*d, which cancels catastrophically
+// when fx is within an ulp of 1 (locations on the zeros gate's edge).
 inline Expr corner_weight(const Expr &fx, const Expr &fy, int corner) {
     Expr wx = (corner & 1) ? fx : 1.0f - fx;
     Expr wy = (corner & 2) ? fy : 1.0f - fy;
-    return wy * wx;
+    return Halide::strict_float(wy * wx);
 }
 
 // The value row of a corner, relative to the row of corner 0; clamped into
@@ -104,11 +107,15 @@ inline Expr corner_row(const Expr &row0, const Expr &width, const Expr &rows, in
 // grad_output; corners outside the level count as 0):
 //   dS/dx = (1-fy)(V01 - V00) + fy(V11 - V10)
 //   dS/dy = (1-fx)(V10 - V00) + fx(V11 - V01)
+// Strict for the same reason as corner_weight: a lerp must not be rewritten
+// into a form that cancels when the fraction is within an ulp of 0 or 1.
 inline Expr d_sample_dx(const Expr corner[kCorners], const Expr &fy) {
-    return (1.0f - fy) * (corner[1] - corner[0]) + fy * (corner[3] - corner[2]);
+    return Halide::strict_float((1.0f - fy) * (corner[1] - corner[0]) +
+                                fy * (corner[3] - corner[2]));
 }
 inline Expr d_sample_dy(const Expr corner[kCorners], const Expr &fx) {
-    return (1.0f - fx) * (corner[2] - corner[0]) + fx * (corner[3] - corner[1]);
+    return Halide::strict_float((1.0f - fx) * (corner[2] - corner[0]) +
+                                fx * (corner[3] - corner[1]));
 }
 
 }  // namespace msda::algebra

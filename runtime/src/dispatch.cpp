@@ -2,6 +2,7 @@
 
 #include <HalideRuntime.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <mutex>
@@ -42,9 +43,44 @@ void collect_error(void *user_context, const char *message) {
     if (user_context != nullptr) static_cast<CallContext *>(user_context)->message += message;
 }
 
-void install_error_handler() {
+// MSDA_X86_TARGET caps the instruction set the multi-target libraries may
+// pick: "avx512_zen4" (the default: the best the CPU has), "avx2" or
+// "x86-64". Tests use it to run every compiled target on one machine.
+int x86_level = 2;  // 2: avx512_zen4, 1: avx2, 0: x86-64
+
+bool has_feature(const std::uint64_t *features, int count, halide_target_feature_t feature) {
+    const int word = feature / 64;
+    return word < count && (features[word] >> (feature % 64)) & 1;
+}
+
+int can_use_target_features(int count, const std::uint64_t *features) {
+    if (x86_level < 2 && has_feature(features, count, halide_target_feature_avx512_zen4)) return 0;
+    if (x86_level < 1 && has_feature(features, count, halide_target_feature_avx2)) return 0;
+    return halide_default_can_use_target_features(count, features);
+}
+
+void read_target_cap() {
+    const char *cap = std::getenv("MSDA_X86_TARGET");
+    if (cap == nullptr || *cap == '\0') return;
+    const std::string name(cap);
+    if (name == "avx512_zen4") {
+        x86_level = 2;
+    } else if (name == "avx2") {
+        x86_level = 1;
+    } else if (name == "x86-64") {
+        x86_level = 0;
+    } else {
+        throw Error("msda: MSDA_X86_TARGET: expected avx512_zen4, avx2 or x86-64, got \"" + name + "\"");
+    }
+    halide_set_custom_can_use_target_features(&can_use_target_features);
+}
+
+void install_runtime_hooks() {
     static std::once_flag once;
-    std::call_once(once, [] { halide_set_error_handler(&collect_error); });
+    std::call_once(once, [] {
+        read_target_cap();
+        halide_set_error_handler(&collect_error);
+    });
 }
 
 // A halide_buffer_t over caller memory, dims innermost first.
@@ -142,7 +178,7 @@ void call(const Variant &variant, CommonInputs &in, Outputs *...outputs) {
     using Signature = int (*)(const void *, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,
                               halide_buffer_t *, halide_buffer_t *, halide_buffer_t *, bool, bool,
                               Outputs *...);
-    install_error_handler();
+    install_runtime_hooks();
     CallContext context;
     int result = reinterpret_cast<Signature>(variant.function)(
         &context, in.value.get(), in.spatial_shapes.get(), in.level_start_index.get(),
