@@ -28,6 +28,16 @@ void vectorize_channels(Stage stage, const Var &c, int width, int channels) {
     }
 }
 
+// A per-sample table (geometry or corners) for a whole tile of queries,
+// computed once per tile, vectorised across queries and stored
+// queries-innermost so those vectors are dense.
+void per_sample_table_per_tile(Func table, const MsdaVars &v, const LoopLevel &tile, int width) {
+    table.compute_at(tile)
+        .reorder_storage(v.q, v.p, v.l, v.h, v.b)
+        .reorder(v.q, v.p, v.l, v.h, v.b)
+        .vectorize(v.q, width, TailStrategy::GuardWithIf);
+}
+
 }  // namespace
 
 void schedule_forward(const Target &target, ForwardPipeline &f, const Tunables &tunables) {
@@ -61,13 +71,9 @@ void schedule_forward(const Target &target, ForwardPipeline &f, const Tunables &
         accumulate.unroll(v.c);
     }
 
-    // The corners of every sample of the tile, computed once, vectorised
-    // across queries and stored queries-innermost so those vectors are dense:
-    // the channel loop then only loads rows, weights and the mask.
-    f.corners.compute_at(f.output, task)
-        .reorder_storage(v.q, v.p, v.l, v.h, v.b)
-        .reorder(v.q, v.p, v.l, v.h, v.b)
-        .vectorize(v.q, width, TailStrategy::GuardWithIf);
+    // The corners of the tile's samples: the channel loop then only loads
+    // rows, weights and the mask.
+    per_sample_table_per_tile(f.corners, v, LoopLevel(f.output, task), width);
 }
 
 void schedule_grad_value(const Target &target, GradValuePipeline &f, const Tunables &tunables) {
@@ -91,11 +97,7 @@ void schedule_grad_value(const Target &target, GradValuePipeline &f, const Tunab
         .parallel(slice);
     vectorize_channels(scatter, v.c, width, tunables.channels);
 
-    // The corners of a tile of queries at once, vectorised across them.
-    f.corners.compute_at(f.grad_value, query_tile)
-        .reorder_storage(v.q, v.p, v.l, v.h, v.b)
-        .reorder(v.q, v.p, v.l, v.h, v.b)
-        .vectorize(v.q, width, TailStrategy::GuardWithIf);
+    per_sample_table_per_tile(f.corners, v, LoopLevel(f.grad_value, query_tile), width);
 }
 
 void schedule_grad_sample(const Target &target, GradSamplePipeline &f, const Tunables &tunables) {
@@ -121,10 +123,7 @@ void schedule_grad_sample(const Target &target, GradSamplePipeline &f, const Tun
     partial.compute_at(f.grads, v.p).vectorize(lane);
     partial.update().reorder(lane, channel_outer).vectorize(lane);
 
-    f.geometry.compute_at(f.grads, task)
-        .reorder_storage(v.q, v.p, v.l, v.h, v.b)
-        .reorder(v.q, v.p, v.l, v.h, v.b)
-        .vectorize(v.q, width, TailStrategy::GuardWithIf);
+    per_sample_table_per_tile(f.geometry, v, LoopLevel(f.grads, task), width);
 }
 
 }  // namespace msda::schedules::x86

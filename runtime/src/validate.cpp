@@ -370,26 +370,39 @@ ProblemSize to_problem_size(const Sizes &s, const TensorView &value, const Tenso
 
 }  // namespace
 
+namespace {
+
+// The inputs both operators read, as outputs must not overlap them.
+template <typename Args>
+std::vector<Named> shared_inputs(const Args &args) {
+    return {{&args.value, "value"},
+            {&args.spatial_shapes, "spatial_shapes"},
+            {&args.level_start_index, "level_start_index"},
+            {&args.sampling_locations, "sampling_locations"},
+            {&args.attention_weights, "attention_weights"}};
+}
+
+template <typename Args>
+Sizes check_shared_inputs(const Args &args, const Options &options, LevelTable &levels) {
+    return check_inputs(args.value, args.spatial_shapes, args.level_start_index,
+                        args.sampling_locations, args.attention_weights, options, levels);
+}
+
+}  // namespace
+
 CheckedCall check_forward(const ForwardArgs &args, const Options &options) {
     CheckedCall call;
-    Sizes s = check_inputs(args.value, args.spatial_shapes, args.level_start_index,
-                           args.sampling_locations, args.attention_weights, options, call.levels);
+    Sizes s = check_shared_inputs(args, options, call.levels);
     check_head_major(args.output, "output", s, args.value.dtype);
     check_no_self_overlap(args.output, "output");
-    check_disjoint({{&args.output, "output"}},
-                   {{&args.value, "value"},
-                    {&args.spatial_shapes, "spatial_shapes"},
-                    {&args.level_start_index, "level_start_index"},
-                    {&args.sampling_locations, "sampling_locations"},
-                    {&args.attention_weights, "attention_weights"}});
+    check_disjoint({{&args.output, "output"}}, shared_inputs(args));
     call.size = to_problem_size(s, args.value, args.sampling_locations);
     return call;
 }
 
 CheckedCall check_backward(const BackwardArgs &args, const Options &options) {
     CheckedCall call;
-    Sizes s = check_inputs(args.value, args.spatial_shapes, args.level_start_index,
-                           args.sampling_locations, args.attention_weights, options, call.levels);
+    Sizes s = check_shared_inputs(args, options, call.levels);
     check_head_major(args.grad_output, "grad_output", s, args.value.dtype);
 
     std::vector<Named> outputs;
@@ -411,12 +424,9 @@ CheckedCall check_backward(const BackwardArgs &args, const Options &options) {
                        args.attention_weights, "attention_weights", kWeightDims);
         outputs.push_back({&args.grad_attention_weights, "grad_attention_weights"});
     }
-    check_disjoint(outputs, {{&args.value, "value"},
-                             {&args.spatial_shapes, "spatial_shapes"},
-                             {&args.level_start_index, "level_start_index"},
-                             {&args.sampling_locations, "sampling_locations"},
-                             {&args.attention_weights, "attention_weights"},
-                             {&args.grad_output, "grad_output"}});
+    std::vector<Named> inputs = shared_inputs(args);
+    inputs.push_back({&args.grad_output, "grad_output"});
+    check_disjoint(outputs, inputs);
     call.size = to_problem_size(s, args.value, args.sampling_locations);
     return call;
 }
