@@ -96,6 +96,8 @@ void schedule_grad_value(const Target &target, GradValuePipeline &f, const Tunab
         .fuse(v.h, v.b, slice)
         .parallel(slice);
     vectorize_channels(scatter, v.c, width, tunables.channels);
+    // Unrolled corners pick their row, weight and mask bit statically.
+    scatter.unroll(corner);
 
     per_sample_table_per_tile(f.corners, v, LoopLevel(f.grad_value, query_tile), width);
 }
