@@ -15,24 +15,26 @@ Func sample_geometry(const MsdaInputs &in, const MsdaVars &v) {
                                                      width, in.align_corners, in.border);
     algebra::BilinearAxis y = algebra::bilinear_axis(in.locations_y(v.p, v.l, v.h, v.q, v.b),
                                                      height, in.align_corners, in.border);
+    Expr counts = x.passes && y.passes;
     Func geometry("geometry");
     geometry(v.p, v.l, v.h, v.q, v.b) =
         Tuple(start + y.lower * width + x.lower, width, algebra::corner_mask(x, y), x.fraction,
-              y.fraction, in.attention_weights(v.p, v.l, v.h, v.q, v.b));
+              y.fraction, select(counts, in.attention_weights(v.p, v.l, v.h, v.q, v.b), 0.0f),
+              x.gradient_scale, y.gradient_scale);
     return geometry;
 }
 
 Func corner_table(const MsdaInputs &in, const MsdaVars &v, const Func &geometry) {
     Tuple g = geometry(v.p, v.l, v.h, v.q, v.b);
-    Expr row0 = g[0], width = g[1], mask = g[2], fx = g[3], fy = g[4], attention = g[5];
     std::vector<Expr> rows, weights;
     for (int corner = 0; corner < kCorners; corner++) {
-        rows.push_back(algebra::corner_row(row0, width, in.rows, corner));
-        weights.push_back(attention * algebra::corner_weight(fx, fy, corner));
+        rows.push_back(algebra::corner_row(g[kRow0], g[kWidth], in.rows, corner));
+        weights.push_back(algebra::corner_weight(g[kFx], g[kFy], corner));
     }
     std::vector<Expr> table = rows;
     table.insert(table.end(), weights.begin(), weights.end());
-    table.push_back(mask);
+    table.push_back(g[kMask]);
+    table.push_back(g[kAttention]);
     Func corners("corners");
     corners(v.p, v.l, v.h, v.q, v.b) = Tuple(table);
     return corners;
@@ -58,6 +60,7 @@ ForwardPipeline build_forward(const MsdaInputs &in) {
     f.sum_over = RDom(0, in.points, 0, in.levels, "sum_over");
     Expr p = f.sum_over.x, l = f.sum_over.y;
 
+    // a * S, with S interpolated first, as the CUDA kernel does.
     Tuple corners = f.corners(p, l, v.h, v.q, v.b);
     Expr sample = 0.0f;
     for (int corner = 0; corner < kCorners; corner++) {
@@ -67,7 +70,7 @@ ForwardPipeline build_forward(const MsdaInputs &in) {
     }
     f.accumulated = Func("accumulated");
     f.accumulated(v.c, v.h, v.q, v.b) = 0.0f;
-    f.accumulated(v.c, v.h, v.q, v.b) += sample;
+    f.accumulated(v.c, v.h, v.q, v.b) += corners[kCornerAttention] * sample;
     f.output = Func("output");
     f.output(v.c, v.h, v.q, v.b) = f.accumulated(v.c, v.h, v.q, v.b);
     return f;
@@ -90,7 +93,7 @@ GradValuePipeline build_grad_value(const MsdaInputs &in, const Func &grad_output
         weights.push_back(corners[kCornerWeight + k]);
         inside.push_back(algebra::corner_is_inside(corners[kCornerMask], k));
     }
-    Expr contribution = mux(corner, weights) * grad_output(v.c, v.h, q, v.b);
+    Expr contribution = corners[kCornerAttention] * mux(corner, weights) * grad_output(v.c, v.h, q, v.b);
     f.grad_value = Func("grad_value");
     f.grad_value(v.c, v.h, f.row, v.b) = 0.0f;
     f.grad_value(v.c, v.h, mux(corner, rows), v.b) += select(mux(corner, inside), contribution, 0.0f);
@@ -104,18 +107,21 @@ GradSamplePipeline build_grad_sample(const MsdaInputs &in, const Func &grad_outp
     f.geometry = sample_geometry(in, v);
     f.channel = RDom(0, in.channels, "channel");
 
-    // <g, V_corner> for the four corners in one pass over the channels.
+    // <g, V_corner> for the four corners in one pass over the channels; a
+    // corner outside the level adds nothing (not g * 0, which a non-finite g
+    // would turn into NaN).
     Tuple geometry = f.geometry(v.p, v.l, v.h, v.q, v.b);
-    Expr row0 = geometry[0], width = geometry[1], mask = geometry[2];
-    Expr fx = geometry[3], fy = geometry[4], attention = geometry[5];
+    Expr mask = geometry[kMask], fx = geometry[kFx], fy = geometry[kFy];
+    Expr attention = geometry[kAttention];
     f.corner_dots = Func("corner_dots");
     f.corner_dots(v.p, v.l, v.h, v.q, v.b) = Tuple(0.0f, 0.0f, 0.0f, 0.0f);
     Expr g = grad_output(f.channel, v.h, v.q, v.b);
     std::vector<Expr> updated;
     for (int corner = 0; corner < kCorners; corner++) {
-        updated.push_back(f.corner_dots(v.p, v.l, v.h, v.q, v.b)[corner] +
-                          g * corner_value(in, algebra::corner_row(row0, width, in.rows, corner),
-                                           mask, f.channel, v.h, v.b, corner));
+        Expr row = algebra::corner_row(geometry[kRow0], geometry[kWidth], in.rows, corner);
+        Expr product = select(algebra::corner_is_inside(mask, corner),
+                              g * in.value(f.channel, v.h, row, v.b), 0.0f);
+        updated.push_back(f.corner_dots(v.p, v.l, v.h, v.q, v.b)[corner] + product);
     }
     f.corner_dots(v.p, v.l, v.h, v.q, v.b) = Tuple(updated);
 
@@ -131,16 +137,11 @@ GradSamplePipeline build_grad_sample(const MsdaInputs &in, const Func &grad_outp
         results.push_back(grad_attention);
     }
     if (which != SampleGradients::attention_weights) {
-        // The chain-rule scales (W or W - 1, 0 when clamped) come from the
-        // algebra again: they are per-sample scalars and cheap to recompute.
-        Expr width = in.spatial_shapes(1, v.l), height = in.spatial_shapes(0, v.l);
-        algebra::BilinearAxis x = algebra::bilinear_axis(in.locations_x(v.p, v.l, v.h, v.q, v.b),
-                                                         width, in.align_corners, in.border);
-        algebra::BilinearAxis y = algebra::bilinear_axis(in.locations_y(v.p, v.l, v.h, v.q, v.b),
-                                                         height, in.align_corners, in.border);
-        Expr valid = x.passes && y.passes;
-        results.push_back(select(valid, attention * algebra::d_sample_dx(dot, fy) * x.gradient_scale, 0.0f));
-        results.push_back(select(valid, attention * algebra::d_sample_dy(dot, fx) * y.gradient_scale, 0.0f));
+        Expr counts = mask != 0;
+        results.push_back(select(
+            counts, attention * algebra::d_sample_dx(dot, fy) * geometry[kScaleX], 0.0f));
+        results.push_back(select(
+            counts, attention * algebra::d_sample_dy(dot, fx) * geometry[kScaleY], 0.0f));
     }
     f.grads = Func("grads");
     f.grads(v.p, v.l, v.h, v.q, v.b) = results.size() == 1 ? Tuple(results[0]) : Tuple(results);

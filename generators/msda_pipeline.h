@@ -27,22 +27,28 @@ struct MsdaInputs {
 
 // The loop variables shared by all pipelines.
 struct MsdaVars {
-    Halide::Var c{"c"}, h{"h"}, q{"q"}, b{"b"}, p{"p"}, l{"l"}, k{"k"};
+    Halide::Var c{"c"}, h{"h"}, q{"q"}, b{"b"}, p{"p"}, l{"l"};
 };
 
 // Per-sample geometry, one Tuple per (p, l, h, q, b):
-//   [0] row0   int32 row of corner 0 (before clamping)
-//   [1] width  int32 W of the sample's level
-//   [2] mask   int32 bit mask of the corners inside the level (0: no sample)
-//   [3] fx, [4] fy  fractions of the bilinear weights
-//   [5] weight the attention weight
+//   [0] row0       int32 row of corner 0 (before clamping)
+//   [1] width      int32 W of the sample's level
+//   [2] mask       int32 bit mask of the corners inside the level; 0 exactly
+//                  when the sample does not count (a counting sample always
+//                  has a corner inside)
+//   [3] fx, [4] fy fractions of the bilinear weights
+//   [5] attention  the attention weight, 0 for a sample that does not count
+//                  (so a non-finite weight there cannot turn 0 into NaN)
+//   [6] scale_x, [7] scale_y  d(pixel coordinate)/d(location), 0 when clamped
 Halide::Func sample_geometry(const MsdaInputs &in, const MsdaVars &v);
+enum GeometryField { kRow0, kWidth, kMask, kFx, kFy, kAttention, kScaleX, kScaleY };
 
 // The four corners of every sample, ready for the channel loop, one Tuple per
 // (p, l, h, q, b): [0..3] the corners' value rows (clamped into [0, L-1]),
-// [4..7] their weights a * w_corner, [8] the mask of corners inside the level.
+// [4..7] their bilinear weights, [8] the mask of corners inside the level,
+// [9] the attention weight (0 for a sample that does not count).
 Halide::Func corner_table(const MsdaInputs &in, const MsdaVars &v, const Halide::Func &geometry);
-constexpr int kCornerRow = 0, kCornerWeight = 4, kCornerMask = 8;
+constexpr int kCornerRow = 0, kCornerWeight = 4, kCornerMask = 8, kCornerAttention = 9;
 
 struct ForwardPipeline {
     MsdaVars vars;

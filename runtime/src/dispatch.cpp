@@ -94,10 +94,13 @@ struct HalideBuffer {
         buffer.dimensions = dimensions;
         buffer.dim = dims;
     }
+    // A dimension of extent 1 gets stride 1: its stride is never used, and
+    // the generated code requires stride 1 on its dense (channel) dimension,
+    // which frameworks leave arbitrary when it has extent 1.
     void set(int d, std::int64_t extent, std::int64_t stride) {
         dims[d].min = 0;
         dims[d].extent = static_cast<std::int32_t>(extent);
-        dims[d].stride = static_cast<std::int32_t>(stride);
+        dims[d].stride = extent == 1 ? 1 : static_cast<std::int32_t>(stride);
     }
     // The dim pointer is refreshed here because a copy still points at the
     // original's array.

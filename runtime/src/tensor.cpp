@@ -63,12 +63,14 @@ TensorView TensorView::strided(const void *data, DType dtype,
 }
 
 std::int64_t TensorView::numel() const {
-    // Saturates instead of overflowing: validation rejects such shapes.
-    for (int d = 0; d < rank; d++) {
+    // Saturates instead of overflowing, and reads no more than kMaxRank
+    // extents: validation rejects such shapes and ranks.
+    const int dimensions = rank < kMaxRank ? rank : kMaxRank;
+    for (int d = 0; d < dimensions; d++) {
         if (shape[d] == 0) return 0;
     }
     std::int64_t count = 1;
-    for (int d = 0; d < rank; d++) {
+    for (int d = 0; d < dimensions; d++) {
         if (__builtin_mul_overflow(count, shape[d], &count)) {
             return std::numeric_limits<std::int64_t>::max();
         }

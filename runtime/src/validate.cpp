@@ -1,7 +1,6 @@
 #include "validate.h"
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 #include <sstream>
 
@@ -33,12 +32,12 @@ const char *locations_layout_name(LocationsLayout layout) {
 std::string shape_string(const TensorView &t) {
     std::ostringstream out;
     out << "(";
-    for (int d = 0; d < t.rank; d++) out << (d ? ", " : "") << t.shape[d];
+    for (int d = 0; d < std::min(t.rank, kMaxRank); d++) out << (d ? ", " : "") << t.shape[d];
     out << (t.rank == 1 ? ",)" : ")");
     return out.str();
 }
 
-// The sizes of a call, each with the tensor it was read from.
+// The sizes of a call, as read from its inputs.
 struct Sizes {
     std::int64_t batch, value_length, heads, channels, levels, queries, points;
 };
@@ -51,6 +50,10 @@ struct Expected {
 
 void check_present(const TensorView &t, const char *name, int rank, const std::string &shape_desc) {
     if (!t.present()) fail(name, "missing: expected a tensor of shape " + shape_desc);
+    if (t.rank < 0 || t.rank > kMaxRank) {
+        fail(name, "rank " + std::to_string(t.rank) + " is outside 0 to " + std::to_string(kMaxRank) +
+                       "; expected rank " + std::to_string(rank) + " " + shape_desc);
+    }
     if (t.rank != rank) {
         fail(name, "expected rank " + std::to_string(rank) + " " + shape_desc + ", got rank " +
                        std::to_string(t.rank) + " with shape " + shape_string(t));
@@ -210,12 +213,7 @@ void check_integer_dtype(const TensorView &t, const char *name) {
     }
 }
 
-// value, spatial_shapes, level_start_index, attention_weights and
-// sampling_locations: the inputs both operators read.
-Sizes check_inputs(const TensorView &value, const TensorView &spatial_shapes,
-                   const TensorView &level_start_index, const TensorView &sampling_locations,
-                   const TensorView &attention_weights, const Options &options,
-                   LevelTable &levels) {
+void check_options(const Options &options) {
     const int value_layout = static_cast<int>(options.value_layout);
     const int locations_layout = static_cast<int>(options.locations_layout);
     if (value_layout < 0 || value_layout > 1) fail("options", "value_layout must be BLNC or BNLC");
@@ -225,7 +223,15 @@ Sizes check_inputs(const TensorView &value, const TensorView &spatial_shapes,
     if (options.padding_mode != PaddingMode::zeros && options.padding_mode != PaddingMode::border) {
         fail("options", "padding_mode must be zeros or border");
     }
+}
 
+// value, spatial_shapes, level_start_index, attention_weights and
+// sampling_locations: the inputs both operators read.
+Sizes check_inputs(const TensorView &value, const TensorView &spatial_shapes,
+                   const TensorView &level_start_index, const TensorView &sampling_locations,
+                   const TensorView &attention_weights, const Options &options,
+                   LevelTable &levels) {
+    check_options(options);
     check_present(value, "value", 4, value_layout_name(options.value_layout));
     check_storage_dtype(value, "value");
     check_addressable(value, "value");
@@ -368,10 +374,6 @@ ProblemSize to_problem_size(const Sizes &s, const TensorView &value, const Tenso
     return size;
 }
 
-}  // namespace
-
-namespace {
-
 // The inputs both operators read, as outputs must not overlap them.
 template <typename Args>
 std::vector<Named> shared_inputs(const Args &args) {
@@ -454,12 +456,7 @@ void check_plan(const ProblemSize &size, const Options &options) {
         fail("plan", std::string("locations_dtype ") + dtype_name(size.locations_dtype) +
                          " is not available: expected float32");
     }
-    if (static_cast<int>(options.value_layout) < 0 || static_cast<int>(options.value_layout) > 1 ||
-        static_cast<int>(options.locations_layout) < 0 ||
-        static_cast<int>(options.locations_layout) > 1 ||
-        (options.padding_mode != PaddingMode::zeros && options.padding_mode != PaddingMode::border)) {
-        fail("options", "value_layout, locations_layout or padding_mode is out of range");
-    }
+    check_options(options);
 }
 
 void check_matches_plan(const ProblemSize &plan, const ProblemSize &call) {
@@ -475,19 +472,23 @@ void check_matches_plan(const ProblemSize &plan, const ProblemSize &call) {
         {"spatial_shapes", "N_l", plan.levels, call.levels},
         {"attention_weights", "N_q", plan.queries, call.queries},
         {"attention_weights", "N_p", plan.points, call.points},
-        {"value", "dtype", static_cast<std::int64_t>(plan.dtype), static_cast<std::int64_t>(call.dtype)},
-        {"sampling_locations", "dtype", static_cast<std::int64_t>(plan.locations_dtype),
-         static_cast<std::int64_t>(call.locations_dtype)},
     };
     for (const Field &f : fields) {
-        if (f.planned == f.actual) continue;
-        if (std::strcmp(f.name, "dtype") == 0) {
-            fail(f.tensor, std::string("dtype is ") + dtype_name(static_cast<DType>(f.actual)) +
-                               " but the plan was made for " +
-                               dtype_name(static_cast<DType>(f.planned)));
+        if (f.planned != f.actual) {
+            fail(f.tensor, std::string(f.name) + " is " + std::to_string(f.actual) +
+                               " but the plan was made for " + std::to_string(f.planned));
         }
-        fail(f.tensor, std::string(f.name) + " is " + std::to_string(f.actual) +
-                           " but the plan was made for " + std::to_string(f.planned));
+    }
+    const struct {
+        const char *tensor;
+        DType planned, actual;
+    } dtypes[] = {{"value", plan.dtype, call.dtype},
+                  {"sampling_locations", plan.locations_dtype, call.locations_dtype}};
+    for (const auto &d : dtypes) {
+        if (d.planned != d.actual) {
+            fail(d.tensor, std::string("dtype is ") + dtype_name(d.actual) +
+                               " but the plan was made for " + dtype_name(d.planned));
+        }
     }
 }
 

@@ -1,0 +1,1 @@
+msda_add_test(test_input_edge_cases core test_input_edge_cases.cpp)
