@@ -466,6 +466,18 @@ TEST_F(CliRejects, AWrongShapeNamingTheTensorAndFile) {
                             {"attention_weights", "N_h", path("bad_weights.npy")});
 }
 
+TEST_F(CliRejects, InputsClaimingAHugeOutputBeforeAnythingIsAllocated) {
+    // 300000 x 300000 queries with N_p = 0: the files hold no elements, but
+    // an output sized from their claims would be 360 GB. The inputs are
+    // checked first, so this is an error naming N_p, not an allocation.
+    const Shape locations = {300000, 300000, 1, 1, 0, 2}, weights = {300000, 300000, 1, 1, 0};
+    npy::write(path("empty_locations.npy"), float_array({}, locations, npy::DType::float32));
+    npy::write(path("empty_weights.npy"), float_array({}, weights, npy::DType::float32));
+    std::vector<std::string> arguments = replacing("--sampling-locations", path("empty_locations.npy"));
+    *(std::ranges::find(arguments, "--attention-weights") + 1) = path("empty_weights.npy");
+    expect_forward_rejected(arguments, {"N_p", "empty_weights.npy"});
+}
+
 TEST_F(CliRejects, AWrongRank) {
     const Shape shape = {2, 3, 4};
     npy::write(path("flat_value.npy"), float_array(std::vector<double>(24, 1.0), shape, npy::DType::float32));

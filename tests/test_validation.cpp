@@ -153,13 +153,19 @@ protected:
     msda::BackwardArgs backward_args() const { return tensors_.backward_args(); }
 
     // Runs the forward entry points on `args` and expects each to reject.
+    // sizing_rejects = false: ProblemSize::of accepts the call (an absent
+    // output, which sizing before allocation allows) and returns its sizes.
     void expect_forward_rejected(const msda::ForwardArgs &args, const Expected &expected,
-                                 const msda::Options *options = nullptr) {
+                                 const msda::Options *options = nullptr, bool sizing_rejects = true) {
         const msda::Options &o = options ? *options : options_;
         expect_error(
             "msda::forward", [&] { msda::forward(args, o); }, expected);
-        expect_error(
-            "ProblemSize::of(ForwardArgs)", [&] { (void)msda::ProblemSize::of(args, o); }, expected);
+        if (sizing_rejects) {
+            expect_error(
+                "ProblemSize::of(ForwardArgs)", [&] { (void)msda::ProblemSize::of(args, o); }, expected);
+        } else {
+            expect_sizes(msda::ProblemSize::of(args, o));
+        }
         if (plan_ && !options) {
             expect_error(
                 "Plan::forward", [&] { plan_->forward(args); }, expected);
@@ -168,12 +174,16 @@ protected:
     }
 
     void expect_backward_rejected(const msda::BackwardArgs &args, const Expected &expected,
-                                  const msda::Options *options = nullptr) {
+                                  const msda::Options *options = nullptr, bool sizing_rejects = true) {
         const msda::Options &o = options ? *options : options_;
         expect_error(
             "msda::backward", [&] { msda::backward(args, o); }, expected);
-        expect_error(
-            "ProblemSize::of(BackwardArgs)", [&] { (void)msda::ProblemSize::of(args, o); }, expected);
+        if (sizing_rejects) {
+            expect_error(
+                "ProblemSize::of(BackwardArgs)", [&] { (void)msda::ProblemSize::of(args, o); }, expected);
+        } else {
+            expect_sizes(msda::ProblemSize::of(args, o));
+        }
         if (plan_ && !options) {
             expect_error(
                 "Plan::backward", [&] { plan_->backward(args); }, expected);
@@ -183,8 +193,19 @@ protected:
 
     // Breaks the named tensor in the forward and/or backward call (wherever
     // it takes part) and expects every entry point to reject.
+    // The sizes of the valid problem.
+    void expect_sizes(const msda::ProblemSize &size) const {
+        const ProblemSpec &spec = data_.spec;
+        EXPECT_EQ(size.batch, spec.batch);
+        EXPECT_EQ(size.queries, spec.queries);
+        EXPECT_EQ(size.heads, spec.heads);
+        EXPECT_EQ(size.channels, spec.channels);
+        EXPECT_EQ(size.points, spec.points);
+        EXPECT_EQ(size.levels, static_cast<std::int64_t>(spec.levels.size()));
+    }
+
     void expect_rejected(const std::string &tensor, const std::function<void(msda::TensorView &)> &mutate,
-                         const Expected &expected) {
+                         const Expected &expected, bool sizing_rejects = true) {
         SCOPED_TRACE("broken tensor: " + tensor);
         msda::ForwardArgs forward = forward_args();
         msda::BackwardArgs backward = backward_args();
@@ -193,11 +214,11 @@ protected:
         ASSERT_TRUE(in_forward || in_backward) << "no tensor named " << tensor;
         if (in_forward) {
             mutate(*in_forward);
-            expect_forward_rejected(forward, expected);
+            expect_forward_rejected(forward, expected, nullptr, sizing_rejects);
         }
         if (in_backward) {
             mutate(*in_backward);
-            expect_backward_rejected(backward, expected);
+            expect_backward_rejected(backward, expected, nullptr, sizing_rejects);
         }
     }
 
@@ -315,8 +336,11 @@ TEST_P(Validation, NullDataWithElements) {
 TEST_P(Validation, AbsentTensors) {
     // An absent view (rank 0, no data) where a tensor is required, including
     // a gradient that was asked for.
+    // ProblemSize::of accepts absent outputs, so a caller can size them.
     for (const std::string &tensor : kAllTensors) {
-        expect_rejected(tensor, [](msda::TensorView &t) { t = msda::TensorView{}; }, {tensor, {}});
+        const bool is_output = tensor == "output" || tensor == "grad_value" ||
+                               tensor == "grad_sampling_locations" || tensor == "grad_attention_weights";
+        expect_rejected(tensor, [](msda::TensorView &t) { t = msda::TensorView{}; }, {tensor, {}}, !is_output);
     }
 }
 

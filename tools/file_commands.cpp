@@ -16,13 +16,6 @@ struct Inputs {
     TensorFile level_start_index;
     TensorFile sampling_locations;
     TensorFile attention_weights;
-
-    std::int64_t heads_times_channels(const msda::Options &options) const {
-        const auto &shape = value.array.shape();
-        return shape[options.value_layout == msda::ValueLayout::BLNC ? 2 : 1] * shape[3];
-    }
-    std::int64_t batch() const { return attention_weights.array.shape()[0]; }
-    std::int64_t queries() const { return attention_weights.array.shape()[1]; }
 };
 
 Inputs read_inputs(const InputFiles &files, const msda::Options &options) {
@@ -58,18 +51,22 @@ void naming_files(const std::vector<const TensorFile *> &tensors, Call call) {
 
 void run_forward(const ForwardCommand &command) {
     const Inputs in = read_inputs(command.inputs, command.options);
-    TensorFile output = make_result("output", command.output,
-                                    {in.batch(), in.queries(), in.heads_times_channels(command.options)});
     msda::ForwardArgs args;
     args.value = in.value.view();
     args.spatial_shapes = in.spatial_shapes.view();
     args.level_start_index = in.level_start_index.view();
     args.sampling_locations = in.sampling_locations.view();
     args.attention_weights = in.attention_weights.view();
+    const std::vector<const TensorFile *> inputs = {&in.value, &in.spatial_shapes, &in.level_start_index,
+                                                    &in.sampling_locations, &in.attention_weights};
+    // The inputs are checked before the output is allocated: its size comes
+    // from them, and files can claim absurd shapes.
+    msda::ProblemSize size;
+    naming_files(inputs, [&] { size = msda::ProblemSize::of(args, command.options); });
+    TensorFile output =
+        make_result("output", command.output, {size.batch, size.queries, size.heads * size.channels});
     args.output = output.view();
-    naming_files({&in.value, &in.spatial_shapes, &in.level_start_index, &in.sampling_locations,
-                  &in.attention_weights},
-                 [&] { msda::forward(args, command.options); });
+    naming_files(inputs, [&] { msda::forward(args, command.options); });
     write_tensor(output);
 }
 

@@ -6,11 +6,11 @@
 namespace msda {
 
 ProblemSize ProblemSize::of(const ForwardArgs &args, const Options &options) {
-    return detail::check_forward(args, options).size;
+    return detail::check_forward(args, options, detail::Outputs::if_present).size;
 }
 
 ProblemSize ProblemSize::of(const BackwardArgs &args, const Options &options) {
-    return detail::check_backward(args, options).size;
+    return detail::check_backward(args, options, detail::Outputs::if_present).size;
 }
 
 Plan::Plan(const ProblemSize &size, const Options &options) : size_(size), options_(options) {

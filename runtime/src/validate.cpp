@@ -392,43 +392,48 @@ Sizes check_shared_inputs(const Args &args, const Options &options, LevelTable &
 
 }  // namespace
 
-CheckedCall check_forward(const ForwardArgs &args, const Options &options) {
+CheckedCall check_forward(const ForwardArgs &args, const Options &options, Outputs outputs) {
     CheckedCall call;
     Sizes s = check_shared_inputs(args, options, call.levels);
-    check_head_major(args.output, "output", s, args.value.dtype);
-    check_no_self_overlap(args.output, "output");
-    check_disjoint({{&args.output, "output"}}, shared_inputs(args));
+    if (outputs == Outputs::required || args.output.present()) {
+        check_head_major(args.output, "output", s, args.value.dtype);
+        check_no_self_overlap(args.output, "output");
+        check_disjoint({{&args.output, "output"}}, shared_inputs(args));
+    }
     call.size = to_problem_size(s, args.value, args.sampling_locations);
     return call;
 }
 
-CheckedCall check_backward(const BackwardArgs &args, const Options &options) {
+CheckedCall check_backward(const BackwardArgs &args, const Options &options, Outputs outputs) {
     CheckedCall call;
     Sizes s = check_shared_inputs(args, options, call.levels);
     check_head_major(args.grad_output, "grad_output", s, args.value.dtype);
 
-    std::vector<Named> outputs;
+    std::vector<Named> gradients;
+    auto wanted = [&](bool asked, const TensorView &gradient) {
+        return asked && (outputs == Outputs::required || gradient.present());
+    };
     const int value_layout = static_cast<int>(options.value_layout);
     const int locations_layout = static_cast<int>(options.locations_layout);
-    if (options.grad_value) {
+    if (wanted(options.grad_value, args.grad_value)) {
         check_gradient(args.grad_value, "grad_value", args.value, "value", kValueDims[value_layout]);
         check_dense_channels(args.grad_value, "grad_value", 3);
-        outputs.push_back({&args.grad_value, "grad_value"});
+        gradients.push_back({&args.grad_value, "grad_value"});
     }
-    if (options.grad_sampling_locations) {
+    if (wanted(options.grad_sampling_locations, args.grad_sampling_locations)) {
         check_gradient(args.grad_sampling_locations, "grad_sampling_locations",
                        args.sampling_locations, "sampling_locations",
                        kLocationDims[locations_layout]);
-        outputs.push_back({&args.grad_sampling_locations, "grad_sampling_locations"});
+        gradients.push_back({&args.grad_sampling_locations, "grad_sampling_locations"});
     }
-    if (options.grad_attention_weights) {
+    if (wanted(options.grad_attention_weights, args.grad_attention_weights)) {
         check_gradient(args.grad_attention_weights, "grad_attention_weights",
                        args.attention_weights, "attention_weights", kWeightDims);
-        outputs.push_back({&args.grad_attention_weights, "grad_attention_weights"});
+        gradients.push_back({&args.grad_attention_weights, "grad_attention_weights"});
     }
     std::vector<Named> inputs = shared_inputs(args);
     inputs.push_back({&args.grad_output, "grad_output"});
-    check_disjoint(outputs, inputs);
+    check_disjoint(gradients, inputs);
     call.size = to_problem_size(s, args.value, args.sampling_locations);
     return call;
 }

@@ -24,8 +24,13 @@ struct CheckedCall {
     LevelTable levels;
 };
 
-CheckedCall check_forward(const ForwardArgs &args, const Options &options);
-CheckedCall check_backward(const BackwardArgs &args, const Options &options);
+// Outputs::required for a call; Outputs::if_present to size a call before
+// its outputs exist (ProblemSize::of), checking only the outputs given.
+enum class Outputs { required, if_present };
+CheckedCall check_forward(const ForwardArgs &args, const Options &options,
+                          Outputs outputs = Outputs::required);
+CheckedCall check_backward(const BackwardArgs &args, const Options &options,
+                           Outputs outputs = Outputs::required);
 
 // Sizes and options a plan can be made for (dtype support, ranges).
 void check_plan(const ProblemSize &size, const Options &options);

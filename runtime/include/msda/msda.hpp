@@ -104,7 +104,9 @@ struct ProblemSize {
     DType dtype = DType::f32;            // value, weights, output, grads
     DType locations_dtype = DType::f32;  // sampling_locations
 
-    // The sizes of a call's tensors (validated as the call would validate).
+    // The sizes of a call's tensors, validated as the call would validate
+    // them. Outputs (output, the asked-for gradients) may be absent, so the
+    // sizes can be learnt, with the inputs checked, before allocating them.
     static ProblemSize of(const ForwardArgs &, const Options & = {});
     static ProblemSize of(const BackwardArgs &, const Options & = {});
 };
