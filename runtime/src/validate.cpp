@@ -37,11 +37,6 @@ std::string shape_string(const TensorView &t) {
     return out.str();
 }
 
-// The sizes of a call, as read from its inputs.
-struct Sizes {
-    std::int64_t batch, value_length, heads, channels, levels, queries, points;
-};
-
 // What one dimension of a tensor must be, and where that number comes from.
 struct Expected {
     std::int64_t size;
@@ -227,7 +222,7 @@ void check_options(const Options &options) {
 
 // value, spatial_shapes, level_start_index, attention_weights and
 // sampling_locations: the inputs both operators read.
-Sizes check_inputs(const TensorView &value, const TensorView &spatial_shapes,
+ProblemSize check_inputs(const TensorView &value, const TensorView &spatial_shapes,
                    const TensorView &level_start_index, const TensorView &sampling_locations,
                    const TensorView &attention_weights, const Options &options,
                    LevelTable &levels) {
@@ -235,7 +230,8 @@ Sizes check_inputs(const TensorView &value, const TensorView &spatial_shapes,
     check_present(value, "value", 4, value_layout_name(options.value_layout));
     check_storage_dtype(value, "value");
     check_addressable(value, "value");
-    Sizes s{};
+    ProblemSize s;
+    s.dtype = value.dtype;
     const bool blnc = options.value_layout == ValueLayout::BLNC;
     s.batch = value.shape[0];
     s.value_length = value.shape[blnc ? 1 : 2];
@@ -333,11 +329,12 @@ Sizes check_inputs(const TensorView &value, const TensorView &spatial_shapes,
         const Expected dims[6] = {batch, xy, queries, heads, level_count, points};
         check_dims(sampling_locations, "sampling_locations", kLocationDims[1], dims);
     }
+    s.locations_dtype = sampling_locations.dtype;
     return s;
 }
 
 // output and grad_output: (B, N_q, N_h*C_h), head-major, channels dense.
-void check_head_major(const TensorView &t, const char *name, const Sizes &s, DType dtype) {
+void check_head_major(const TensorView &t, const char *name, const ProblemSize &s, DType dtype) {
     check_present(t, name, 3, "(B, N_q, N_h*C_h)");
     check_dtype(t, name, dtype, "the dtype of value");
     check_addressable(t, name);
@@ -360,20 +357,6 @@ void check_gradient(const TensorView &grad, const char *name, const TensorView &
     check_no_self_overlap(grad, name);
 }
 
-ProblemSize to_problem_size(const Sizes &s, const TensorView &value, const TensorView &locations) {
-    ProblemSize size;
-    size.batch = s.batch;
-    size.value_length = s.value_length;
-    size.heads = s.heads;
-    size.channels = s.channels;
-    size.levels = s.levels;
-    size.queries = s.queries;
-    size.points = s.points;
-    size.dtype = value.dtype;
-    size.locations_dtype = locations.dtype;
-    return size;
-}
-
 // The inputs both operators read, as outputs must not overlap them.
 template <typename Args>
 std::vector<Named> shared_inputs(const Args &args) {
@@ -385,7 +368,7 @@ std::vector<Named> shared_inputs(const Args &args) {
 }
 
 template <typename Args>
-Sizes check_shared_inputs(const Args &args, const Options &options, LevelTable &levels) {
+ProblemSize check_shared_inputs(const Args &args, const Options &options, LevelTable &levels) {
     return check_inputs(args.value, args.spatial_shapes, args.level_start_index,
                         args.sampling_locations, args.attention_weights, options, levels);
 }
@@ -394,19 +377,20 @@ Sizes check_shared_inputs(const Args &args, const Options &options, LevelTable &
 
 CheckedCall check_forward(const ForwardArgs &args, const Options &options, Outputs outputs) {
     CheckedCall call;
-    Sizes s = check_shared_inputs(args, options, call.levels);
+    call.size = check_shared_inputs(args, options, call.levels);
+    const ProblemSize &s = call.size;
     if (outputs == Outputs::required || args.output.present()) {
         check_head_major(args.output, "output", s, args.value.dtype);
         check_no_self_overlap(args.output, "output");
         check_disjoint({{&args.output, "output"}}, shared_inputs(args));
     }
-    call.size = to_problem_size(s, args.value, args.sampling_locations);
     return call;
 }
 
 CheckedCall check_backward(const BackwardArgs &args, const Options &options, Outputs outputs) {
     CheckedCall call;
-    Sizes s = check_shared_inputs(args, options, call.levels);
+    call.size = check_shared_inputs(args, options, call.levels);
+    const ProblemSize &s = call.size;
     check_head_major(args.grad_output, "grad_output", s, args.value.dtype);
 
     std::vector<Named> gradients;
@@ -434,7 +418,6 @@ CheckedCall check_backward(const BackwardArgs &args, const Options &options, Out
     std::vector<Named> inputs = shared_inputs(args);
     inputs.push_back({&args.grad_output, "grad_output"});
     check_disjoint(gradients, inputs);
-    call.size = to_problem_size(s, args.value, args.sampling_locations);
     return call;
 }
 
