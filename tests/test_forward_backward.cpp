@@ -42,7 +42,7 @@ struct Shape {
 };
 
 // Every C_h of the brief (32 and 64 run compile-time-specialised code, the
-// rest the generic code), levels with H or W = 1, up to 6 levels, up to 17
+// rest the generic code), levels with H or W = 1, 6 and 17 levels, up to 18
 // points, N_q in {0, 1, 300}, B in {0, 1, 3}, and padded strides on the
 // outer dimensions of every tensor.
 const std::vector<Shape> &shapes() {
@@ -400,9 +400,15 @@ TEST(ForwardBackwardStrides, StridedLevelTables) {
 // poisons the results. Level 0's samples crowd its edges: outside [0, 1],
 // on the gate, and on the last pixel centres (where border mode puts a
 // zero-weight corner past the edge).
+// One level holds NaN and Inf and is never sampled (its locations are NaN);
+// corners of the other level that fall outside it, at any edge, must read 0
+// and never a clamped row of the poisoned level. Level 1 poisoned catches
+// spills past level 0's bottom and right edges; level 0 poisoned catches
+// spills past level 1's top and left edges.
 TEST(ForwardBackwardQuarantine, NonFiniteValuesInAnotherLevelNeverLeak) {
     for (int combination = 0; combination < 16; combination++) {
         for (Locations kind : {Locations::outside, Locations::gate_boundary, Locations::pixel_centres}) {
+          for (std::int64_t poisoned_level : {0, 1}) {
             ProblemSpec spec;
             spec.name = "quarantine";
             spec.batch = 2;
@@ -414,12 +420,14 @@ TEST(ForwardBackwardQuarantine, NonFiniteValuesInAnotherLevelNeverLeak) {
             spec.options = options_for(combination);
             spec.locations = kind;
             spec.seed = 300 + combination;
-            SCOPED_TRACE(spec.describe());
+            SCOPED_TRACE(spec.describe() + " poisoned level " + std::to_string(poisoned_level));
             ProblemData data(spec);
             const std::int64_t level0_rows = 3 * 4, rows = spec.value_length();
+            const std::int64_t first = poisoned_level == 0 ? 0 : level0_rows;
+            const std::int64_t end = poisoned_level == 0 ? level0_rows : rows;
             const std::int64_t row_size = spec.heads * spec.channels;
             for (std::int64_t b = 0; b < spec.batch; b++) {
-                for (std::int64_t row = level0_rows; row < rows; row++) {
+                for (std::int64_t row = first; row < end; row++) {
                     for (std::int64_t i = 0; i < row_size; i++) {
                         data.value[(b * rows + row) * row_size + i] =
                             i % 2 ? std::numeric_limits<float>::infinity()
@@ -428,7 +436,7 @@ TEST(ForwardBackwardQuarantine, NonFiniteValuesInAnotherLevelNeverLeak) {
                 }
             }
             for (std::int64_t sample = 0; sample < spec.samples(); sample++) {
-                if ((sample / spec.points) % 2 == 1) {  // level 1
+                if ((sample / spec.points) % 2 == poisoned_level) {
                     data.sampling_locations[2 * sample] = std::numeric_limits<float>::quiet_NaN();
                 }
             }
@@ -437,6 +445,7 @@ TEST(ForwardBackwardQuarantine, NonFiniteValuesInAnotherLevelNeverLeak) {
             ASSERT_NO_THROW(msda::backward(tensors.backward_args(), spec.options));
             expect_matches_reference(data, canonical_results(tensors));
             expect_nothing_written_outside_views(tensors);
+          }
         }
     }
 }
