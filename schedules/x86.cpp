@@ -1,8 +1,10 @@
 // x86 schedules. Work is split into parallel tasks over query tiles (forward,
 // per-sample gradients) or over (batch, head) slices of grad_value (the
 // scatter), and vectorised over channels, with a guarded tail when C_h is not
-// a multiple of the vector width. Deep tuning is left to the benches; these
-// shapes are the straightforward ones.
+// a multiple of the vector width. These are the straightforward shapes;
+// tuning against benchmarks and the machine's floor is still to come. A
+// profile of the demo shows all three kernels waiting on corner-row loads
+// (and grad_value's read-modify-writes), not on arithmetic.
 #include "schedules.h"
 
 namespace msda::schedules::x86 {
