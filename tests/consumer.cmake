@@ -14,3 +14,4 @@ add_test(NAME consumer_find_package
         -D NM=${CMAKE_NM}
         -P ${CMAKE_CURRENT_SOURCE_DIR}/consumer/run_consumer.cmake)
 set_tests_properties(consumer_find_package PROPERTIES LABELS core TIMEOUT 600)
+msda_add_test(test_c_api_layouts core test_c_api_layouts.cpp)
