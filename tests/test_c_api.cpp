@@ -11,25 +11,14 @@
 #include <thread>
 #include <vector>
 
+#include "c_api_views.h"
 #include "msda/msda.h"
 #include "msda/msda.hpp"
 
 namespace {
 
 using ::testing::HasSubstr;
-
-msda_tensor to_c(const msda::TensorView &view) {
-    msda_tensor tensor;
-    std::memset(&tensor, 0, sizeof tensor);
-    tensor.data = view.data;
-    tensor.dtype = static_cast<msda_dtype>(view.dtype);
-    tensor.rank = view.rank;
-    for (int axis = 0; axis < MSDA_MAX_RANK; ++axis) {
-        tensor.shape[axis] = view.shape[axis];
-        tensor.strides[axis] = view.strides[axis];
-    }
-    return tensor;
-}
+using msda::testing::to_c;
 
 msda_options to_c(const msda::Options &options) {
     msda_options result;
@@ -159,31 +148,6 @@ struct Problem {
         return size;
     }
 };
-
-msda_forward_args to_c(const msda::ForwardArgs &args) {
-    msda_forward_args result;
-    result.value = to_c(args.value);
-    result.spatial_shapes = to_c(args.spatial_shapes);
-    result.level_start_index = to_c(args.level_start_index);
-    result.sampling_locations = to_c(args.sampling_locations);
-    result.attention_weights = to_c(args.attention_weights);
-    result.output = to_c(args.output);
-    return result;
-}
-
-msda_backward_args to_c(const msda::BackwardArgs &args) {
-    msda_backward_args result;
-    result.value = to_c(args.value);
-    result.spatial_shapes = to_c(args.spatial_shapes);
-    result.level_start_index = to_c(args.level_start_index);
-    result.sampling_locations = to_c(args.sampling_locations);
-    result.attention_weights = to_c(args.attention_weights);
-    result.grad_output = to_c(args.grad_output);
-    result.grad_value = to_c(args.grad_value);
-    result.grad_sampling_locations = to_c(args.grad_sampling_locations);
-    result.grad_attention_weights = to_c(args.grad_attention_weights);
-    return result;
-}
 
 std::vector<msda::Options> option_cases() {
     std::vector<msda::Options> cases(3);

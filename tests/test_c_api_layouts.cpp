@@ -5,23 +5,12 @@
 
 #include <msda/msda.h>
 
+#include "c_api_views.h"
 #include "test_util.h"
 
 namespace {
 
 using namespace msda::testing;
-
-msda_tensor to_c(const msda::TensorView &t) {
-    msda_tensor c{};
-    c.data = t.data;
-    c.dtype = static_cast<msda_dtype>(t.dtype);
-    c.rank = t.rank;
-    for (int d = 0; d < MSDA_MAX_RANK; d++) {
-        c.shape[d] = t.shape[d];
-        c.strides[d] = t.strides[d];
-    }
-    return c;
-}
 
 TEST(CApiLayouts, EveryOptionCodeGivesTheReferenceResult) {
     for (int combination = 0; combination < 16; combination++) {
@@ -50,21 +39,9 @@ TEST(CApiLayouts, EveryOptionCodeGivesTheReferenceResult) {
         options.align_corners = (combination & 4) != 0;
         options.padding_mode = combination & 8 ? MSDA_PADDING_BORDER : MSDA_PADDING_ZEROS;
 
-        const msda::ForwardArgs forward = tensors.forward_args();
-        const msda_forward_args c_forward{to_c(forward.value),
-                                          to_c(forward.spatial_shapes),
-                                          to_c(forward.level_start_index),
-                                          to_c(forward.sampling_locations),
-                                          to_c(forward.attention_weights),
-                                          to_c(forward.output)};
+        const msda_forward_args c_forward = to_c(tensors.forward_args());
         ASSERT_EQ(msda_forward(&c_forward, &options), MSDA_OK) << msda_last_error();
-        const msda::BackwardArgs backward = tensors.backward_args();
-        const msda_backward_args c_backward{
-            to_c(backward.value),          to_c(backward.spatial_shapes),
-            to_c(backward.level_start_index), to_c(backward.sampling_locations),
-            to_c(backward.attention_weights), to_c(backward.grad_output),
-            to_c(backward.grad_value),     to_c(backward.grad_sampling_locations),
-            to_c(backward.grad_attention_weights)};
+        const msda_backward_args c_backward = to_c(tensors.backward_args());
         ASSERT_EQ(msda_backward(&c_backward, &options), MSDA_OK) << msda_last_error();
 
         const msda::reference::Problem problem = data.reference_problem();

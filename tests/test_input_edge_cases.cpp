@@ -9,6 +9,8 @@
 #include <msda/msda.hpp>
 #include <msda_reference.h>
 
+#include "c_api_views.h"
+
 #include <cmath>
 #include <limits>
 #include <string>
@@ -100,24 +102,7 @@ TEST(RankOutsideTheLimit, IsAnErrorNamingTheTensorForAnyRank) {
     }
     // Through the C API, whose tensors carry the rank unchecked.
     std::int64_t shape[MSDA_MAX_RANK] = {1, 1, 1};
-    msda_forward_args c_args{};
-    msda::ForwardArgs cpp = problem.forward_args(output);
-    auto to_c = [](const msda::TensorView &t) {
-        msda_tensor c{};
-        c.data = t.data;
-        c.dtype = static_cast<msda_dtype>(t.dtype);
-        c.rank = t.rank;
-        for (int d = 0; d < MSDA_MAX_RANK; d++) {
-            c.shape[d] = t.shape[d];
-            c.strides[d] = t.strides[d];
-        }
-        return c;
-    };
-    c_args.value = to_c(cpp.value);
-    c_args.spatial_shapes = to_c(cpp.spatial_shapes);
-    c_args.level_start_index = to_c(cpp.level_start_index);
-    c_args.sampling_locations = to_c(cpp.sampling_locations);
-    c_args.attention_weights = to_c(cpp.attention_weights);
+    msda_forward_args c_args = msda::testing::to_c(problem.forward_args(output));
     c_args.output = msda_contiguous(output.data(), MSDA_F32, 1 << 26, shape);
     msda_options options = msda_default_options();
     EXPECT_EQ(msda_forward(&c_args, &options), MSDA_ERROR);
