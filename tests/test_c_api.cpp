@@ -78,6 +78,12 @@ struct Problem {
         return msda::TensorView::contiguous(sampling_locations.data(), msda::DType::f32,
                                             {batch, queries, heads, levels, points, 2});
     }
+    msda::TensorView spatial_shapes_view() const {
+        return msda::TensorView::contiguous(spatial_shapes.data(), msda::DType::i64, {levels, 2});
+    }
+    msda::TensorView level_start_index_view() const {
+        return msda::TensorView::contiguous(level_start_index.data(), msda::DType::i64, {levels});
+    }
     msda::TensorView weights_view() const {
         return msda::TensorView::contiguous(attention_weights.data(), msda::DType::f32,
                                             {batch, queries, heads, levels, points});
@@ -87,10 +93,8 @@ struct Problem {
         output.assign(batch * queries * heads * channels, kUnwritten);
         msda::ForwardArgs args;
         args.value = value_view();
-        args.spatial_shapes =
-            msda::TensorView::contiguous(spatial_shapes.data(), msda::DType::i64, {levels, 2});
-        args.level_start_index =
-            msda::TensorView::contiguous(level_start_index.data(), msda::DType::i64, {levels});
+        args.spatial_shapes = spatial_shapes_view();
+        args.level_start_index = level_start_index_view();
         args.sampling_locations = locations_view();
         args.attention_weights = weights_view();
         args.output = msda::TensorView::contiguous(output.data(), msda::DType::f32,
@@ -106,10 +110,8 @@ struct Problem {
     msda::BackwardArgs backward_args(Gradients &grads, const msda::Options &options) const {
         msda::BackwardArgs args;
         args.value = value_view();
-        args.spatial_shapes =
-            msda::TensorView::contiguous(spatial_shapes.data(), msda::DType::i64, {levels, 2});
-        args.level_start_index =
-            msda::TensorView::contiguous(level_start_index.data(), msda::DType::i64, {levels});
+        args.spatial_shapes = spatial_shapes_view();
+        args.level_start_index = level_start_index_view();
         args.sampling_locations = locations_view();
         args.attention_weights = weights_view();
         args.grad_output = msda::TensorView::contiguous(grad_output.data(), msda::DType::f32,
