@@ -206,31 +206,35 @@ void fill_zeros(const TensorView &t) {
     }
 }
 
-// Halide's buffer strides are 32-bit. A tensor whose batch stride is wider
-// (one batch element of more than 2^31 - 1 elements) is served by one call
-// per batch element, each a view of extent 1 whose batch stride is unused.
-bool batch_strides_fit(std::initializer_list<const TensorView *> tensors) {
+// Halide's buffer strides are 32-bit. When a tensor's batch stride is wider
+// (one batch element of more than 2^31 - 1 elements), `run` serves the call
+// once per batch element, each tensor a view of extent 1 whose batch stride
+// is unused, and this returns true; otherwise it returns false.
+template <typename Args, typename Run>
+bool split_wide_batches(const Args &args, const CheckedCall &call,
+                        std::initializer_list<TensorView Args::*> tensors, Run run) {
     constexpr std::int64_t limit = std::numeric_limits<std::int32_t>::max();
-    for (const TensorView *t : tensors) {
-        if (t->present() && (t->strides[0] > limit || t->strides[0] < -limit)) return false;
+    bool fits = true;
+    for (TensorView Args::*tensor : tensors) {
+        const TensorView &t = args.*tensor;
+        fits = fits && !(t.present() && (t.strides[0] > limit || t.strides[0] < -limit));
+    }
+    if (fits) return false;
+    CheckedCall element_call = call;
+    element_call.size.batch = 1;
+    for (std::int64_t b = 0; b < call.size.batch; b++) {
+        Args element = args;
+        for (TensorView Args::*tensor : tensors) {
+            TensorView &t = element.*tensor;
+            if (!t.present()) continue;
+            t.data = static_cast<char *>(t.data) +
+                     b * t.strides[0] * static_cast<std::int64_t>(dtype_size(t.dtype));
+            t.shape[0] = 1;
+            t.strides[0] = 0;
+        }
+        run(element, element_call);
     }
     return true;
-}
-
-TensorView batch_element(const TensorView &t, std::int64_t b) {
-    if (!t.present()) return t;
-    TensorView element = t;
-    element.data = static_cast<char *>(t.data) +
-                   b * t.strides[0] * static_cast<std::int64_t>(dtype_size(t.dtype));
-    element.shape[0] = 1;
-    element.strides[0] = 0;
-    return element;
-}
-
-CheckedCall one_batch_element(const CheckedCall &call) {
-    CheckedCall element = call;
-    element.size.batch = 1;
-    return element;
 }
 
 }  // namespace
@@ -266,17 +270,12 @@ void run_forward(const Kernels &kernels, const ForwardArgs &args, const Options 
                  const CheckedCall &checked) {
     const ProblemSize &size = checked.size;
     if (size.batch == 0 || size.queries == 0) return;  // output is empty
-    if (!batch_strides_fit({&args.value, &args.sampling_locations, &args.attention_weights,
-                            &args.output})) {
-        const CheckedCall element_call = one_batch_element(checked);
-        for (std::int64_t b = 0; b < size.batch; b++) {
-            ForwardArgs element = args;
-            for (TensorView *t : {&element.value, &element.sampling_locations,
-                                  &element.attention_weights, &element.output}) {
-                *t = batch_element(*t, b);
-            }
-            run_forward(kernels, element, options, element_call);
-        }
+    if (split_wide_batches(args, checked,
+                           {&ForwardArgs::value, &ForwardArgs::sampling_locations,
+                            &ForwardArgs::attention_weights, &ForwardArgs::output},
+                           [&](const ForwardArgs &element, const CheckedCall &element_call) {
+                               run_forward(kernels, element, options, element_call);
+                           })) {
         return;
     }
     CommonInputs in(args.value, args.sampling_locations, args.attention_weights, checked.levels,
@@ -293,20 +292,14 @@ void run_backward(const Kernels &kernels, const BackwardArgs &args, const Option
         if (kernels.grad_value != nullptr) fill_zeros(args.grad_value);
         return;
     }
-    if (!batch_strides_fit({&args.value, &args.sampling_locations, &args.attention_weights,
-                            &args.grad_output, &args.grad_value, &args.grad_sampling_locations,
-                            &args.grad_attention_weights})) {
-        const CheckedCall element_call = one_batch_element(checked);
-        for (std::int64_t b = 0; b < size.batch; b++) {
-            BackwardArgs element = args;
-            for (TensorView *t : {&element.value, &element.sampling_locations,
-                                  &element.attention_weights, &element.grad_output,
-                                  &element.grad_value, &element.grad_sampling_locations,
-                                  &element.grad_attention_weights}) {
-                *t = batch_element(*t, b);
-            }
-            run_backward(kernels, element, options, element_call);
-        }
+    if (split_wide_batches(args, checked,
+                           {&BackwardArgs::value, &BackwardArgs::sampling_locations,
+                            &BackwardArgs::attention_weights, &BackwardArgs::grad_output,
+                            &BackwardArgs::grad_value, &BackwardArgs::grad_sampling_locations,
+                            &BackwardArgs::grad_attention_weights},
+                           [&](const BackwardArgs &element, const CheckedCall &element_call) {
+                               run_backward(kernels, element, options, element_call);
+                           })) {
         return;
     }
     CommonInputs in(args.value, args.sampling_locations, args.attention_weights, checked.levels,
