@@ -7,70 +7,104 @@ namespace msda {
 using namespace Halide;
 using algebra::kCorners;
 
-Func sample_geometry(const MsdaInputs &in, const MsdaVars &v) {
+Func sample_geometry(const MsdaInputs &in, const MsdaVars &v, std::vector<Func> *stages) {
     Expr height = in.spatial_shapes(0, v.l);
     Expr width = in.spatial_shapes(1, v.l);
     Expr start = in.level_start_index(v.l);
-    algebra::BilinearAxis x = algebra::bilinear_axis(in.locations_x(v.p, v.l, v.h, v.q, v.b),
-                                                     width, in.align_corners, in.border);
-    algebra::BilinearAxis y = algebra::bilinear_axis(in.locations_y(v.p, v.l, v.h, v.q, v.b),
-                                                     height, in.align_corners, in.border);
+    algebra::Stage stage = algebra::no_stage;
+    if (stages) {
+        stage = [&v, stages](const Expr &value, const std::string &name) {
+            Func f(name);
+            f(v.p, v.l, v.h, v.q, v.b) = value;
+            stages->push_back(f);
+            return f(v.p, v.l, v.h, v.q, v.b);
+        };
+    }
+    algebra::BilinearAxis x = algebra::bilinear_axis(in.locations_x(v.p, v.l, v.h, v.q, v.b), width,
+                                                     in.align_corners, in.border, stage, "x");
+    algebra::BilinearAxis y = algebra::bilinear_axis(in.locations_y(v.p, v.l, v.h, v.q, v.b), height,
+                                                     in.align_corners, in.border, stage, "y");
     Expr counts = x.passes && y.passes;
     Func geometry("geometry");
     geometry(v.p, v.l, v.h, v.q, v.b) =
-        Tuple(start + y.lower * width + x.lower, width, algebra::corner_mask(x, y), x.fraction,
-              y.fraction, select(counts, in.attention_weights(v.p, v.l, v.h, v.q, v.b), 0.0f),
-              x.gradient_scale, y.gradient_scale);
+        Tuple(std::vector<Expr>{start + y.lower_read * width + x.lower_read, x.upper_read - x.lower_read,
+               (y.upper_read - y.lower_read) * width, algebra::corner_mask(x, y), x.fraction, y.fraction,
+               select(counts, in.attention_weights(v.p, v.l, v.h, v.q, v.b), 0.0f), x.gradient_scale,
+               y.gradient_scale, x.lower_read_weight, x.upper_read_weight, y.lower_read_weight,
+               y.upper_read_weight});
     return geometry;
 }
 
-Func corner_table(const MsdaInputs &in, const MsdaVars &v, const Func &geometry) {
+Expr geometry_read_row(const Tuple &geometry, const MsdaInputs &in, int corner) {
+    return algebra::read_row(geometry[kRowBase], geometry[kStepX], geometry[kStepY], in.rows, corner);
+}
+
+Func corner_table(const MsdaInputs &in, const MsdaVars &v, const Func &geometry, const Var &field,
+                  CornerWeights weights, bool gradient_fields) {
     Tuple g = geometry(v.p, v.l, v.h, v.q, v.b);
-    std::vector<Expr> rows, weights;
+    std::vector<Expr> fields;
     for (int corner = 0; corner < kCorners; corner++) {
-        rows.push_back(algebra::corner_row(g[kRow0], g[kWidth], in.rows, corner));
-        weights.push_back(algebra::corner_weight(g[kFx], g[kFy], corner));
+        fields.push_back(reinterpret<float>(geometry_read_row(g, in, corner)));
     }
-    std::vector<Expr> table = rows;
-    table.insert(table.end(), weights.begin(), weights.end());
-    table.push_back(g[kMask]);
-    table.push_back(g[kAttention]);
+    for (int corner = 0; corner < kCorners; corner++) {
+        Expr w = algebra::read_weight(g[kWeightX0], g[kWeightX1], g[kWeightY0], g[kWeightY1], corner);
+        if (weights == CornerWeights::times_attention) {
+            // A zero weight stays exactly zero (never a * 0, NaN for a = Inf).
+            w = strict_float(select(w == 0.0f, 0.0f, g[kAttention] * w));
+        }
+        fields.push_back(w);
+    }
+    fields.push_back(reinterpret<float>(g[kMask]));
+    fields.push_back(g[kAttention]);
+    if (gradient_fields) {
+        for (int k : {kFx, kFy, kScaleX, kScaleY}) fields.push_back(g[k]);
+    }
     Func corners("corners");
-    corners(v.p, v.l, v.h, v.q, v.b) = Tuple(table);
+    corners(field, v.p, v.l, v.h, v.q, v.b) = mux(field, fields);
     return corners;
 }
 
-namespace {
-
-// The value a corner contributes: V at the corner's row, or 0 when the corner
-// lies outside the level (never 0 * V, so non-finite values elsewhere in the
-// value tensor cannot leak into the sample).
-Expr corner_value(const MsdaInputs &in, const Expr &row, const Expr &mask, const Expr &c,
-                  const Expr &h, const Expr &b, int corner) {
-    return select(algebra::corner_is_inside(mask, corner), in.value(c, h, row, b), 0.0f);
+Expr CornerEntry::field(const Expr &index) const {
+    std::vector<Expr> args = {index};
+    args.insert(args.end(), sample.begin(), sample.end());
+    return table(args);
 }
 
-}  // namespace
+// Rows travel as float bits: the compiler cannot bound them from the table,
+// so it does not clamp every load again; the promise carries the clamp the
+// table applied.
+Expr CornerEntry::row(const Expr &corner, const MsdaInputs &in) const {
+    return unsafe_promise_clamped(reinterpret<int32_t>(field(kCornerRow + corner)), 0, in.rows - 1);
+}
+Expr CornerEntry::weight(const Expr &corner) const { return field(kCornerWeight + corner); }
+Expr CornerEntry::mask() const { return reinterpret<int32_t>(field(kCornerMask)); }
+Expr CornerEntry::attention() const { return field(kCornerAttention); }
 
 ForwardPipeline build_forward(const MsdaInputs &in) {
     ForwardPipeline f;
+    f.vars.queries = in.queries;
     const MsdaVars &v = f.vars;
-    f.geometry = sample_geometry(in, v);
-    f.corners = corner_table(in, v, f.geometry);
+    f.geometry = sample_geometry(in, v, &f.geometry_stages);
+    f.corners = corner_table(in, v, f.geometry, f.field, CornerWeights::times_attention);
     f.sum_over = RDom(0, in.points, 0, in.levels, "sum_over");
     Expr p = f.sum_over.x, l = f.sum_over.y;
 
-    // a * S, with S interpolated first, as the CUDA kernel does.
-    Tuple corners = f.corners(p, l, v.h, v.q, v.b);
-    Expr sample = 0.0f;
-    for (int corner = 0; corner < kCorners; corner++) {
-        sample += corners[kCornerWeight + corner] *
-                  corner_value(in, corners[kCornerRow + corner], corners[kCornerMask], v.c, v.h,
-                               v.b, corner);
+    // a * S = sum over corners of (a * w) * V, with a * w in the table. Every
+    // read of a counting sample is inside its level (the reads and weights of
+    // corners outside it are redirected and split, see sample_geometry), so
+    // only a sample that does not count is masked, as a whole: its reads are
+    // meaningless, and must not become 0 * NaN. Folding a into the weights
+    // equals a * S for every finite a (up to rounding) and for a = +-Inf
+    // whenever S has one sign; an infinite attention weight on a sample whose
+    // corners have values of both signs gives NaN where a * S would be Inf.
+    const CornerEntry corners{f.corners, {p, l, v.h, v.q, v.b}};
+    Expr sample = corners.weight(0) * in.value(v.c, v.h, corners.row(0, in), v.b);
+    for (int corner = 1; corner < kCorners; corner++) {
+        sample += corners.weight(corner) * in.value(v.c, v.h, corners.row(corner, in), v.b);
     }
     f.accumulated = Func("accumulated");
     f.accumulated(v.c, v.h, v.q, v.b) = 0.0f;
-    f.accumulated(v.c, v.h, v.q, v.b) += corners[kCornerAttention] * sample;
+    f.accumulated(v.c, v.h, v.q, v.b) += select(algebra::sample_counts(corners.mask()), sample, 0.0f);
     f.output = Func("output");
     f.output(v.c, v.h, v.q, v.b) = f.accumulated(v.c, v.h, v.q, v.b);
     return f;
@@ -78,55 +112,64 @@ ForwardPipeline build_forward(const MsdaInputs &in) {
 
 GradValuePipeline build_grad_value(const MsdaInputs &in, const Func &grad_output) {
     GradValuePipeline f;
+    f.vars.queries = in.queries;
     const MsdaVars &v = f.vars;
-    f.geometry = sample_geometry(in, v);
-    f.corners = corner_table(in, v, f.geometry);
+    f.geometry = sample_geometry(in, v, &f.geometry_stages);
+    f.corners = corner_table(in, v, f.geometry, f.field, CornerWeights::plain);
     f.scatter = RDom(0, kCorners, 0, in.points, 0, in.levels, 0, in.queries, "scatter");
     Expr corner = f.scatter[0], p = f.scatter[1], l = f.scatter[2], q = f.scatter[3];
 
-    // The corner is a reduction variable, so its row, weight and mask are
-    // selected from the four per-corner entries.
-    Tuple corners = f.corners(p, l, v.h, q, v.b);
-    std::vector<Expr> rows, weights, inside;
-    for (int k = 0; k < kCorners; k++) {
-        rows.push_back(corners[kCornerRow + k]);
-        weights.push_back(corners[kCornerWeight + k]);
-        inside.push_back(algebra::corner_is_inside(corners[kCornerMask], k));
-    }
-    Expr contribution = corners[kCornerAttention] * mux(corner, weights) * grad_output(v.c, v.h, q, v.b);
+    // The corner is a reduction variable: it indexes the table's fields. A
+    // corner outside the level is read at an inside one with half of its
+    // weight (sample_geometry), so every counting sample adds exactly a * w
+    // * g to the rows of its inside corners; a sample that does not count
+    // adds nothing (not 0 * g, which a non-finite g would turn into NaN).
+    const CornerEntry corners{f.corners, {p, l, v.h, q, v.b}};
+    f.grad_rows = Func("grad_rows");
+    f.grad_rows(v.c, v.h, v.q, v.b) = grad_output(v.c, v.h, v.q, v.b);
+    Expr contribution = corners.attention() * corners.weight(corner) * f.grad_rows(v.c, v.h, q, v.b);
     f.grad_value = Func("grad_value");
     f.grad_value(v.c, v.h, f.row, v.b) = 0.0f;
-    f.grad_value(v.c, v.h, mux(corner, rows), v.b) += select(mux(corner, inside), contribution, 0.0f);
+    f.grad_value(v.c, v.h, corners.row(corner, in), v.b) +=
+        select(algebra::sample_counts(corners.mask()), contribution, 0.0f);
     return f;
 }
 
 GradSamplePipeline build_grad_sample(const MsdaInputs &in, const Func &grad_output,
                                      SampleGradients which) {
     GradSamplePipeline f;
+    f.vars.queries = in.queries;
     const MsdaVars &v = f.vars;
-    f.geometry = sample_geometry(in, v);
+    f.geometry = sample_geometry(in, v, &f.geometry_stages);
     f.channel = RDom(0, in.channels, "channel");
 
-    // <g, V_corner> for the four corners in one pass over the channels; a
-    // corner outside the level adds nothing (not g * 0, which a non-finite g
-    // would turn into NaN).
-    Tuple geometry = f.geometry(v.p, v.l, v.h, v.q, v.b);
-    Expr mask = geometry[kMask], fx = geometry[kFx], fy = geometry[kFy];
-    Expr attention = geometry[kAttention];
+    // <g, V> at the four corners' reads in one pass over the channels, with
+    // no mask in the channel loop: every read is in bounds. A corner outside
+    // the level is read at an inside one (sample_geometry), so its dot is
+    // then replaced by the 0 it stands for (not g * 0, which a non-finite g
+    // would turn into NaN); a sample that does not count has all four
+    // replaced.
+    f.corners = corner_table(in, v, f.geometry, f.field, CornerWeights::plain, true);
+    const CornerEntry corners{f.corners, {v.p, v.l, v.h, v.q, v.b}};
+    Expr mask = corners.mask(), attention = corners.attention();
+    Expr fx = corners.field(kCornerFx), fy = corners.field(kCornerFy);
     f.corner_dots = Func("corner_dots");
     f.corner_dots(v.p, v.l, v.h, v.q, v.b) = Tuple(0.0f, 0.0f, 0.0f, 0.0f);
-    Expr g = grad_output(f.channel, v.h, v.q, v.b);
+    f.grad_rows = Func("grad_rows");
+    f.grad_rows(v.c, v.h, v.q, v.b) = grad_output(v.c, v.h, v.q, v.b);
+    Expr g = f.grad_rows(f.channel, v.h, v.q, v.b);
     std::vector<Expr> updated;
     for (int corner = 0; corner < kCorners; corner++) {
-        Expr row = algebra::corner_row(geometry[kRow0], geometry[kWidth], in.rows, corner);
-        Expr product = select(algebra::corner_is_inside(mask, corner),
-                              g * in.value(f.channel, v.h, row, v.b), 0.0f);
-        updated.push_back(f.corner_dots(v.p, v.l, v.h, v.q, v.b)[corner] + product);
+        updated.push_back(f.corner_dots(v.p, v.l, v.h, v.q, v.b)[corner] +
+                          g * in.value(f.channel, v.h, corners.row(corner, in), v.b));
     }
     f.corner_dots(v.p, v.l, v.h, v.q, v.b) = Tuple(updated);
 
     Tuple dots = f.corner_dots(v.p, v.l, v.h, v.q, v.b);
-    Expr dot[kCorners] = {dots[0], dots[1], dots[2], dots[3]};
+    Expr dot[kCorners];
+    for (int corner = 0; corner < kCorners; corner++) {
+        dot[corner] = select(algebra::corner_is_inside(mask, corner), dots[corner], 0.0f);
+    }
 
     std::vector<Expr> results;
     if (which != SampleGradients::sampling_locations) {
@@ -137,11 +180,11 @@ GradSamplePipeline build_grad_sample(const MsdaInputs &in, const Func &grad_outp
         results.push_back(grad_attention);
     }
     if (which != SampleGradients::attention_weights) {
-        Expr counts = mask != 0;
+        Expr counts = algebra::sample_counts(mask);
         results.push_back(select(
-            counts, attention * algebra::d_sample_dx(dot, fy) * geometry[kScaleX], 0.0f));
+            counts, attention * algebra::d_sample_dx(dot, fy) * corners.field(kCornerScaleX), 0.0f));
         results.push_back(select(
-            counts, attention * algebra::d_sample_dy(dot, fx) * geometry[kScaleY], 0.0f));
+            counts, attention * algebra::d_sample_dy(dot, fx) * corners.field(kCornerScaleY), 0.0f));
     }
     f.grads = Func("grads");
     f.grads(v.p, v.l, v.h, v.q, v.b) = results.size() == 1 ? Tuple(results[0]) : Tuple(results);

@@ -28,32 +28,69 @@ struct MsdaInputs {
 // The loop variables shared by all pipelines.
 struct MsdaVars {
     Halide::Var c{"c"}, h{"h"}, q{"q"}, b{"b"}, p{"p"}, l{"l"};
+    Halide::Expr queries;  // N_q, for schedules that size their tasks by it
 };
 
 // Per-sample geometry, one Tuple per (p, l, h, q, b):
-//   [0] row0       int32 row of corner 0 (before clamping)
-//   [1] width      int32 W of the sample's level
-//   [2] mask       int32 bit mask of the corners inside the level; 0 exactly
+//   [0] row_base   int32 value row corner 0 is read from (before clamping)
+//   [1] step_x     int32 row step from a corner's read to its x neighbour's (0 or 1)
+//   [2] step_y     int32 row step to the y neighbour's read (0 or W)
+//   [3] mask       int32 bit mask of the corners inside the level; 0 exactly
 //                  when the sample does not count (a counting sample always
 //                  has a corner inside)
-//   [3] fx, [4] fy fractions of the bilinear weights
-//   [5] attention  the attention weight, 0 for a sample that does not count
+//   [4] fx, [5] fy fractions of the bilinear weights
+//   [6] attention  the attention weight, 0 for a sample that does not count
 //                  (so a non-finite weight there cannot turn 0 into NaN)
-//   [6] scale_x, [7] scale_y  d(pixel coordinate)/d(location), 0 when clamped
-Halide::Func sample_geometry(const MsdaInputs &in, const MsdaVars &v);
-enum GeometryField { kRow0, kWidth, kMask, kFx, kFy, kAttention, kScaleX, kScaleY };
+//   [7] scale_x, [8] scale_y  d(pixel coordinate)/d(location), 0 when clamped
+//   [9..12] wx0, wx1, wy0, wy1  the axes' read weights
+// Corners are read so that every read of a counting sample is inside its
+// level (algebra::BilinearAxis::lower_read): a corner inside the level is
+// read at its own row; the dots and weights of corners outside it are
+// masked or split, never multiplied by a zero they stand for.
+// stages, when given, receives the per-sample Funcs the geometry is derived
+// from (see algebra::Stage); a schedule computes them where the geometry is.
+Halide::Func sample_geometry(const MsdaInputs &in, const MsdaVars &v, std::vector<Halide::Func> *stages = nullptr);
+enum GeometryField {
+    kRowBase, kStepX, kStepY, kMask, kFx, kFy, kAttention, kScaleX, kScaleY,
+    kWeightX0, kWeightX1, kWeightY0, kWeightY1
+};
+// The row corner `corner` of a geometry Tuple is read from.
+Halide::Expr geometry_read_row(const Halide::Tuple &geometry, const MsdaInputs &in, int corner);
 
-// The four corners of every sample, ready for the channel loop, one Tuple per
-// (p, l, h, q, b): [0..3] the corners' value rows (clamped into [0, L-1]),
-// [4..7] their bilinear weights, [8] the mask of corners inside the level,
-// [9] the attention weight (0 for a sample that does not count).
-Halide::Func corner_table(const MsdaInputs &in, const MsdaVars &v, const Halide::Func &geometry);
-constexpr int kCornerRow = 0, kCornerWeight = 4, kCornerMask = 8, kCornerAttention = 9;
+// The four corners of every sample, ready for the channel loop, packed into
+// one float Func over (field, p, l, h, q, b) so a schedule can keep a tile
+// of it in one small buffer: fields 0-3 the rows the corners are read from
+// (clamped into [0, L-1], int32 bits), 4-7 their read weights, 8 the mask
+// of corners inside the level (int32 bits), 9 the attention weight (0 for
+// a sample that does not count). Read it through the accessors below.
+// weights: the read weights, or (for the forward) the read weights times the
+// attention weight. With gradient_fields, four more fields: 10-11 the
+// fractions fx, fy, 12-13 the gradient scales (what the per-sample gradients
+// need besides the dots).
+enum class CornerWeights { plain, times_attention };
+Halide::Func corner_table(const MsdaInputs &in, const MsdaVars &v, const Halide::Func &geometry,
+                          const Halide::Var &field, CornerWeights weights, bool gradient_fields = false);
+constexpr int kCornerRow = 0, kCornerWeight = 4, kCornerMask = 8, kCornerAttention = 9, kCornerFields = 10;
+constexpr int kCornerFx = 10, kCornerFy = 11, kCornerScaleX = 12, kCornerScaleY = 13, kCornerGradientFields = 14;
+
+// One sample's entries of a corner table. The corner may be a constant or
+// an Expr (a reduction variable).
+struct CornerEntry {
+    const Halide::Func &table;
+    std::vector<Halide::Expr> sample;  // (p, l, h, q, b)
+    Halide::Expr row(const Halide::Expr &corner, const MsdaInputs &in) const;  // promised in [0, L-1]
+    Halide::Expr weight(const Halide::Expr &corner) const;
+    Halide::Expr mask() const;
+    Halide::Expr attention() const;
+    Halide::Expr field(const Halide::Expr &index) const;
+};
 
 struct ForwardPipeline {
     MsdaVars vars;
     Halide::Func geometry;     // sample_geometry
+    std::vector<Halide::Func> geometry_stages;
     Halide::Func corners;      // corner_table
+    Halide::Var field{"field"};  // the corner table's first dimension
     Halide::Func accumulated;  // (c, h, q, b): the sum over (l, p), an update with RDom sum_over
     Halide::Func output;       // (c, h, q, b)
     Halide::RDom sum_over;     // (p, l)
@@ -68,7 +105,10 @@ struct GradValuePipeline {
     MsdaVars vars;
     Halide::Var row{"row"};
     Halide::Func geometry;
+    std::vector<Halide::Func> geometry_stages;
     Halide::Func corners;     // corner_table
+    Halide::Var field{"field"};
+    Halide::Func grad_rows;   // (c, h, q, b): grad_output, as read (a schedule may stage it)
     Halide::Func grad_value;  // (c, h, row, b): zero, then one scatter update
     Halide::RDom scatter;     // (corner, p, l, q)
 };
@@ -79,7 +119,11 @@ GradValuePipeline build_grad_value(const MsdaInputs &in, const Halide::Func &gra
 // corner dot products <g, V_corner>.
 struct GradSamplePipeline {
     MsdaVars vars;
+    Halide::Var field{"field"};
+    Halide::Func corners;  // corner_table with gradient fields
     Halide::Func geometry;
+    std::vector<Halide::Func> geometry_stages;
+    Halide::Func grad_rows;    // (c, h, q, b): grad_output, as read (a schedule may stage it)
     Halide::Func corner_dots;  // (p, l, h, q, b) -> Tuple of 4 dots, a reduction over channel
     Halide::RDom channel;      // (c)
     Halide::Func grads;        // (p, l, h, q, b) -> Tuple of the asked-for gradients

@@ -3,11 +3,21 @@
 // pipelines from these pieces, so a fix to the math lands in one place.
 #pragma once
 
+#include <functional>
+#include <string>
+
 #include "Halide.h"
 
 namespace msda::algebra {
 
 using Halide::Expr;
+
+// Where a pipeline may materialise an intermediate value (as a Func computed
+// once per sample), so the several results derived from it do not each
+// recompute it: Halide evaluates every element of a Tuple separately. The
+// default returns the Expr itself.
+using Stage = std::function<Expr(const Expr &value, const std::string &name)>;
+inline Expr no_stage(const Expr &value, const std::string &) { return value; }
 
 // One axis of a bilinear sample: where its two corners are, how much each
 // weighs, whether each lies inside the level, and the chain-rule factor from
@@ -19,14 +29,28 @@ struct BilinearAxis {
     Expr upper_inside;    // bool: the upper corner lies in [0, size - 1]
     Expr passes;          // bool: finite, and inside the zeros-mode gate (-1, size)
     Expr gradient_scale;  // d(pixel coordinate)/d(normalized location); 0 where clamped
+    // Where the two corners are read, and with which weights, so that no
+    // corner outside the level needs a mask: it is read at the axis' other
+    // corner (inside the level), and that corner's weight is split evenly
+    // between the two reads. Halving is exact, and (w/2)V + (w/2)V is wV
+    // also for V = +-Inf (a zero weight on the duplicate would give NaN);
+    // a zero w gives NaN for non-finite V, as w * V does. For a sample that
+    // does not pass, the reads are in range but meaningless: callers mask
+    // such samples as a whole.
+    Expr lower_read, upper_read;                // int32, in [0, size - 1] for a sample that passes
+    Expr lower_read_weight, upper_read_weight;  // sum to the weight of the inside corners
 };
 
 // normalized: the stored location (any float, NaN and Inf included).
 // size: the level's extent along this axis (int32, >= 1).
 // align_corners, border: bool Exprs (run-time flags or constants).
-inline BilinearAxis bilinear_axis(const Expr &normalized, const Expr &size,
-                                  const Expr &align_corners, const Expr &border) {
+// stage: materialises the location, the clamped coordinate and its cell
+// (named after `axis`), which everything else is derived from.
+inline BilinearAxis bilinear_axis(Expr normalized, const Expr &size, const Expr &align_corners,
+                                  const Expr &border, const Stage &stage = no_stage,
+                                  const std::string &axis = "x") {
     using namespace Halide;
+    normalized = stage(normalized, "location_" + axis);
     Expr extent = cast<float>(size);
     Expr last = extent - 1.0f;
     // The transform is evaluated with strict float semantics so that it is
@@ -44,11 +68,12 @@ inline BilinearAxis bilinear_axis(const Expr &normalized, const Expr &size,
     // Border mode clamps first (torch grid_sample's border padding). A
     // location that fails is replaced by 0 before any float-to-int
     // conversion, so NaN or huge values never reach one.
+    passes = stage(passes, "passes_" + axis);
     Expr safe = select(passes, coordinate, 0.0f);
-    safe = select(border, clamp(safe, 0.0f, last), clamp(safe, -1.0f, extent));
+    safe = stage(select(border, clamp(safe, 0.0f, last), clamp(safe, -1.0f, extent)), "coordinate_" + axis);
     Expr lower_f = floor(safe);
-    Expr lower = cast<int32_t>(lower_f);
-    Expr fraction = safe - lower_f;
+    Expr lower = stage(cast<int32_t>(lower_f), "cell_" + axis);
+    Expr fraction = safe - cast<float>(lower);
 
     Expr lower_inside = lower >= 0 && lower <= size - 1;
     Expr upper_inside = lower + 1 <= size - 1;
@@ -58,7 +83,16 @@ inline BilinearAxis bilinear_axis(const Expr &normalized, const Expr &size,
     Expr unclamped = coordinate > 0.0f && coordinate < last;
     Expr scale = select(align_corners, last, extent);
     Expr gradient_scale = select(passes && (!border || unclamped), scale, 0.0f);
-    return {lower, fraction, lower_inside, upper_inside, passes, gradient_scale};
+
+    Expr both_inside = lower_inside && upper_inside;
+    Expr lower_weight = strict_float(1.0f - fraction);
+    Expr half = strict_float(select(lower_inside, lower_weight, fraction) * 0.5f);
+    BilinearAxis result{lower, fraction, lower_inside, upper_inside, passes, gradient_scale};
+    result.lower_read = select(lower_inside, lower, lower + 1);
+    result.upper_read = select(upper_inside, lower + 1, lower);
+    result.lower_read_weight = select(both_inside, lower_weight, half);
+    result.upper_read_weight = select(both_inside, fraction, half);
+    return result;
 }
 
 // The four corners of a bilinear sample are numbered corner = 2 * ky + kx,
@@ -81,9 +115,16 @@ inline Expr corner_mask(const BilinearAxis &x, const BilinearAxis &y) {
     return select(x.passes && y.passes, mask, 0);
 }
 
+// Written as an equality with the bit, which the simplifier keeps as is, so
+// select(inside, V, 0) keeps V on its true side (a zero-masked load on
+// targets that have one).
 inline Expr corner_is_inside(const Expr &mask, int corner) {
-    return (mask & corner_bit(corner)) != 0;
+    return (mask & corner_bit(corner)) == corner_bit(corner);
 }
+
+// Whether a sample counts, from its corner mask (written so that
+// select(counts, x, 0) keeps x on its true side).
+inline Expr sample_counts(const Expr &mask) { return mask > 0; }
 
 // The bilinear weight of one corner: (1-fy)(1-fx), (1-fy)fx, fy(1-fx), fy fx.
 // Evaluated with strict float semantics: under fast-math, a target without
@@ -95,11 +136,17 @@ inline Expr corner_weight(const Expr &fx, const Expr &fy, int corner) {
     return Halide::strict_float(wy * wx);
 }
 
-// The value row of a corner, relative to the row of corner 0; clamped into
-// [0, rows - 1] so the read is in bounds whatever the mask says.
-inline Expr corner_row(const Expr &row0, const Expr &width, const Expr &rows, int corner) {
-    Expr row = row0 + ((corner & 1) ? 1 : 0) + ((corner & 2) ? width : Expr(0));
+// The value row a corner is read from: the row of corner 0's read plus
+// the axes' steps between reads (0 or 1 along x, 0 or W along y), clamped
+// into [0, rows - 1] so the read is in bounds whatever the sample.
+inline Expr read_row(const Expr &base, const Expr &step_x, const Expr &step_y, const Expr &rows, int corner) {
+    Expr row = base + ((corner & 1) ? step_x : Expr(0)) + ((corner & 2) ? step_y : Expr(0));
     return Halide::clamp(row, 0, rows - 1);
+}
+
+// The weight a corner is read with (see BilinearAxis::lower_read_weight).
+inline Expr read_weight(const Expr &wx0, const Expr &wx1, const Expr &wy0, const Expr &wy1, int corner) {
+    return Halide::strict_float(((corner & 2) ? wy1 : wy0) * ((corner & 1) ? wx1 : wx0));
 }
 
 // The analytic derivatives of the interpolated sample S with respect to the

@@ -40,42 +40,78 @@ void per_sample_table_per_tile(Func table, const MsdaVars &v, const LoopLevel &t
         .vectorize(v.q, width, TailStrategy::GuardWithIf);
 }
 
+// The geometry of a tile of queries and the stages it is derived from, each
+// one vector of queries per sample.
+void geometry_per_tile(Func geometry, const std::vector<Func> &stages, const MsdaVars &v,
+                       const LoopLevel &tile, int width) {
+    for (const Func &stage : stages) per_sample_table_per_tile(stage, v, tile, width);
+    per_sample_table_per_tile(geometry, v, tile, width);
+}
+
+// The packed corner table of a tile of queries: the geometry's stages
+// first, then the table's fields from them (the geometry itself inlined),
+// unrolled so each computes only what it needs, in one buffer of (query,
+// field, sample).
+void corner_table_per_tile(Func corners, const std::vector<Func> &stages, const Var &field,
+                           const MsdaVars &v, const LoopLevel &tile, int width, int queries,
+                           int fields = kCornerFields) {
+    for (const Func &stage : stages) per_sample_table_per_tile(stage, v, tile, width);
+    corners.compute_at(tile)
+        .bound(field, 0, fields)
+        .bound_storage(v.q, queries)
+        .reorder_storage(v.q, field, v.p, v.l, v.h, v.b)
+        .reorder(v.q, field, v.p, v.l, v.h, v.b)
+        .vectorize(v.q, width, TailStrategy::GuardWithIf)
+        .unroll(field);
+}
+
 }  // namespace
+
+// Queries per parallel task: a whole number of tiles, about 1/16 of a batch
+// element's queries, so each thread walks long runs of neighbouring queries
+// (their corners share cache lines) and there are tasks enough to balance.
+Expr queries_per_task(const MsdaVars &v, int tile) {
+    return max(1, (v.queries + 16 * tile - 1) / (16 * tile)) * tile;
+}
 
 void schedule_forward(const Target &target, ForwardPipeline &f, const Tunables &tunables) {
     const MsdaVars &v = f.vars;
     const int width = vector_width(target, tunables);
-    Var query_tile("query_tile"), query("query"), task("task");
+    const int tile = tunables.query_tile;
+    Var chunk("chunk"), rest("rest"), task("task");
 
     if (tunables.channels > 0) f.output.bound(v.c, 0, tunables.channels);
-    // One task per tile of queries of one batch element; heads inside, so
-    // the geometry of a tile is computed once and stays in cache.
-    f.output.split(v.q, query_tile, query, tunables.query_tile, TailStrategy::GuardWithIf)
-        .reorder(v.c, v.h, query, query_tile, v.b)
-        .fuse(query_tile, v.b, task)
+    // One task per run of queries of one batch element; inside it, one head
+    // at a time.
+    f.output.split(v.q, chunk, rest, queries_per_task(v, tile), TailStrategy::GuardWithIf)
+        .reorder(v.c, rest, v.h, chunk, v.b)
+        .fuse(chunk, v.b, task)
         .parallel(task);
     vectorize_channels(f.output, v.c, width, tunables.channels);
 
-    // The sum over (level, point). With a compile-time C_h it is one head's
-    // channels, small enough to live in registers; otherwise all heads of one
-    // query, so the buffer is allocated once per query rather than per head.
-    if (tunables.channels > 0) {
-        f.accumulated.compute_at(f.output, v.h);
-    } else {
-        f.accumulated.compute_at(f.output, query);
-    }
+    // The sums of one head over the task's queries, level by level: one
+    // level's slice of one head is the working set while its samples are
+    // gathered (it fits in L2 where the whole head would not), and the sums
+    // are read and written once per (query, level).
+    f.accumulated.compute_at(f.output, v.h);
     vectorize_channels(f.accumulated, v.c, width, tunables.channels);
     Stage accumulate = f.accumulated.update();
-    accumulate.reorder(v.c, f.sum_over.x, f.sum_over.y, v.h);
+    RVar point = f.sum_over.x, level = f.sum_over.y;
+    Var query_tile("query_tile"), query("query");
+    accumulate.split(v.q, query_tile, query, tile, TailStrategy::GuardWithIf)
+        .reorder(v.c, point, query, query_tile, level);
     vectorize_channels(accumulate, v.c, width, tunables.channels);
     if (tunables.channels > 0 && tunables.channels % width == 0) {
         f.accumulated.unroll(v.c);
         accumulate.unroll(v.c);
     }
 
-    // The corners of the tile's samples: the channel loop then only loads
-    // rows, weights and the mask.
-    per_sample_table_per_tile(f.corners, v, LoopLevel(f.output, task), width);
+    // The corners of one (tile, level)'s samples, vectorised across queries:
+    // the channel loop then only loads rows, weights and the mask.
+    const LoopLevel at_tile(f.accumulated, query_tile);
+    corner_table_per_tile(f.corners, f.geometry_stages, f.field, v, at_tile, width, tile);
+    f.corners.hoist_storage(LoopLevel(f.output, task));
+    for (Func stage : f.geometry_stages) stage.hoist_storage(LoopLevel(f.output, task));
 }
 
 void schedule_grad_value(const Target &target, GradValuePipeline &f, const Tunables &tunables) {
@@ -94,24 +130,38 @@ void schedule_grad_value(const Target &target, GradValuePipeline &f, const Tunab
     RVar corner = f.scatter[0], point = f.scatter[1], level = f.scatter[2], query = f.scatter[3];
     RVar query_tile("query_tile"), query_inner("query_inner");
     scatter.split(query, query_tile, query_inner, tunables.query_tile, TailStrategy::GuardWithIf)
-        .reorder(v.c, corner, point, level, query_inner, query_tile, v.h, v.b)
+        .reorder(v.c, corner, point, query_inner, query_tile, level, v.h, v.b)
         .fuse(v.h, v.b, slice)
         .parallel(slice);
     vectorize_channels(scatter, v.c, width, tunables.channels);
-    // Unrolled corners pick their row, weight and mask bit statically.
+    // Level by level: one level's slice of one head is the working set of
+    // the read-modify-writes. Unrolled corners pick their fields statically.
     scatter.unroll(corner);
+    if (tunables.channels > 0 && tunables.channels % width == 0) {
+        f.grad_value.unroll(v.c);
+        scatter.unroll(v.c);
+    }
 
-    per_sample_table_per_tile(f.corners, v, LoopLevel(f.grad_value, query_tile), width);
+    corner_table_per_tile(f.corners, f.geometry_stages, f.field, v, LoopLevel(f.grad_value, query_tile), width,
+                          tunables.query_tile);
+    f.corners.hoist_storage(LoopLevel(f.grad_value, slice));
+    // The tile's rows of grad_output, loaded together (their loads overlap)
+    // rather than one by one on the scatter's critical path.
+    f.grad_rows.compute_at(f.grad_value, query_tile).hoist_storage(LoopLevel(f.grad_value, slice));
+    vectorize_channels(f.grad_rows, v.c, width, tunables.channels);
+    for (Func stage : f.geometry_stages) stage.hoist_storage(LoopLevel(f.grad_value, slice));
 }
 
 void schedule_grad_sample(const Target &target, GradSamplePipeline &f, const Tunables &tunables) {
     const MsdaVars &v = f.vars;
     const int width = vector_width(target, tunables);
-    Var query_tile("query_tile"), query("query"), task("task");
+    Var chunk("chunk"), rest("rest"), query_tile("query_tile"), query("query"), task("task");
 
-    f.grads.split(v.q, query_tile, query, tunables.query_tile, TailStrategy::GuardWithIf)
-        .reorder(v.p, v.l, v.h, query, query_tile, v.b)
-        .fuse(query_tile, v.b, task)
+    // Runs of queries per task, one head at a time over tiles of them.
+    f.grads.split(v.q, chunk, rest, queries_per_task(v, tunables.query_tile), TailStrategy::GuardWithIf)
+        .split(rest, query_tile, query, tunables.query_tile, TailStrategy::GuardWithIf)
+        .reorder(v.p, v.l, query, query_tile, v.h, chunk, v.b)
+        .fuse(chunk, v.b, task)
         .parallel(task);
 
     // Four dot products over channels per sample, in one pass: partial sums
@@ -126,8 +176,14 @@ void schedule_grad_sample(const Target &target, GradSamplePipeline &f, const Tun
     f.corner_dots.update().unroll(channel_lane);
     partial.compute_at(f.grads, v.p).vectorize(lane);
     partial.update().reorder(lane, channel_outer).vectorize(lane);
+    if (tunables.channels > 0 && tunables.channels % width == 0) partial.update().unroll(channel_outer);
 
-    per_sample_table_per_tile(f.geometry, v, LoopLevel(f.grads, task), width);
+    corner_table_per_tile(f.corners, f.geometry_stages, f.field, v, LoopLevel(f.grads, query_tile), width,
+                          tunables.query_tile, kCornerGradientFields);
+    f.corners.hoist_storage(LoopLevel(f.grads, task));
+    f.grad_rows.compute_at(f.grads, query_tile).hoist_storage(LoopLevel(f.grads, task));
+    vectorize_channels(f.grad_rows, v.c, width, tunables.channels);
+    for (Func stage : f.geometry_stages) stage.hoist_storage(LoopLevel(f.grads, task));
 }
 
 }  // namespace msda::schedules::x86
