@@ -2,10 +2,14 @@
 # Installs what msda needs on a fresh Debian 12 machine: system packages from
 # Debian (only those missing) and Halide 21.0.0 + CMake + Ninja from PyPI into
 # the project-local virtual environment .venv. Idempotent and quiet when done.
+#
+#   scripts/setup.sh           what building and testing need
+#   scripts/setup.sh --peers   also LibTorch (libtorch-dev), the bench's grid_sample peer
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 debian_packages=(g++ python3-venv libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev)
+if [ "${1:-}" = "--peers" ]; then debian_packages+=(libtorch-dev); fi
 missing=()
 for p in "${debian_packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

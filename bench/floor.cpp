@@ -1,0 +1,151 @@
+// The floor model (derived in bench/README.md, "The floor"): the least time
+// any gather-style implementation of MSDA could take for a shape, a location
+// distribution and an operator on this machine, from the rates the probe
+// measures (floor_probe.cpp).
+#include "floor.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+namespace msda_bench {
+
+const char *operator_name(Operator op) {
+    switch (op) {
+        case Operator::forward: return "forward";
+        case Operator::backward: return "backward";
+        case Operator::forward_backward: return "forward_backward";
+    }
+    return "?";
+}
+
+namespace {
+
+// Random rows a sample fetches from each of value and grad_value: its four
+// bilinear corners.
+constexpr double kCorners = 4.0;
+
+// Random-row fetches counted per grad_value corner in the backward. The
+// scatter-add reads the row and writes it back; the write hits the line the
+// read just brought in, so the row is fetched once. (Measured here, a random
+// read-modify-write of a row costs 1.0x to 3.4x a random read, from the
+// largest level to the smallest; counting it as two reads would overstate
+// the large levels, so a lower bound counts one.)
+constexpr double kGradValueFetches = 1.0;
+
+// What one operator must do, at the least, for a shape: S samples of C
+// channels, each reading its four corner rows of C floats.
+struct Work {
+    double fmas = 0;        // float32 FMAs
+    double loaded = 0;      // bytes loaded into registers
+    double compulsory = 0;  // bytes every tensor takes to read or write once
+    double footprint = 0;   // bytes of the distinct tensors the call touches (what must fit in L3)
+    double value_rows = 0;  // corner rows of value fetched per sample
+    double grad_rows = 0;   // corner rows of grad_value fetched per sample
+};
+
+Work forward_work(const Shape &shape) {
+    const double samples = static_cast<double>(shape.samples());
+    const double row = static_cast<double>(shape.channels);  // floats per corner row
+    Work work;
+    // out += (a * w_k) * V_k for the four corners k: one FMA a channel and
+    // corner (the weights premultiplied, once per sample, not per channel).
+    work.fmas = samples * kCorners * row;
+    work.loaded = samples * kCorners * row * sizeof(float);
+    work.compulsory = forward_bytes(shape);
+    work.footprint = work.compulsory;
+    work.value_rows = kCorners;
+    return work;
+}
+
+Work backward_work(const Shape &shape) {
+    const double samples = static_cast<double>(shape.samples());
+    const double row = static_cast<double>(shape.channels);
+    Work work;
+    // d_k = <g, V_k> for the four corners (grad_attention_weights and both
+    // location gradients are scalar combinations of the d_k and the weights),
+    // then grad_value[k] += (a * w_k) * g: 4C + 4C FMAs.
+    work.fmas = samples * 2.0 * kCorners * row;
+    // The four value rows, and the four grad_value rows read back for the
+    // scatter-add (their stores are not counted).
+    work.loaded = samples * 2.0 * kCorners * row * sizeof(float);
+    work.compulsory = backward_bytes(shape);
+    work.footprint = work.compulsory;
+    work.value_rows = kCorners;
+    work.grad_rows = kCorners * kGradValueFetches;
+    return work;
+}
+
+Work operator_work(const Shape &shape, Operator op) {
+    if (op == Operator::forward) return forward_work(shape);
+    if (op == Operator::backward) return backward_work(shape);
+    const Work f = forward_work(shape), b = backward_work(shape);
+    // The backward touches every tensor of the forward but the output, so
+    // the pair's footprint is the backward's and the output's.
+    const double output =
+        sizeof(float) * static_cast<double>(shape.batch * shape.queries * shape.heads * shape.channels);
+    Work work;
+    work.fmas = f.fmas + b.fmas;
+    work.loaded = f.loaded + b.loaded;
+    work.compulsory = f.compulsory + b.compulsory;
+    work.footprint = b.footprint + output;
+    work.value_rows = f.value_rows + b.value_rows;
+    work.grad_rows = f.grad_rows + b.grad_rows;
+    return work;
+}
+
+}  // namespace
+
+FloorModel::FloorModel(int threads) : rates_(probe_machine(threads)) {}
+
+double FloorModel::row_rate(long long rows, long long row_stride_bytes, long long row_bytes) {
+    const auto key = std::make_tuple(rows, row_stride_bytes, row_bytes);
+    auto found = row_rates_.find(key);
+    if (found != row_rates_.end()) return found->second;
+    const double rate = random_row_rate(rows, row_stride_bytes, row_bytes, rates_.threads);
+    row_rates_.emplace(key, rate);
+    return rate;
+}
+
+Floor FloorModel::floor(const Shape &shape, Distribution distribution, Operator op) {
+    const Work work = operator_work(shape, op);
+    // The compulsory bytes come from L3 when every tensor the call touches
+    // fits in it: a benchmark loop calls the operator again and again on the
+    // same tensors, so a working set that fits stays there between calls and
+    // DRAM need never be read. Only a set larger than L3 is priced at DRAM.
+    // The L3 price never exceeds the DRAM one, whatever the noise of a probe.
+    const bool fits_l3 = rates_.l3_bytes > 0 && rates_.l3_bytes_per_s > 0 && work.footprint <= rates_.l3_bytes;
+    const double memory_rate =
+        fits_l3 ? std::max(rates_.l3_bytes_per_s, rates_.dram_bytes_per_s) : rates_.dram_bytes_per_s;
+    // Each bound on its own is a time the operator cannot beat; the floor is
+    // the largest, named after the limit that sets it (the first on a tie).
+    std::vector<std::pair<double, const char *>> bounds = {
+        {work.fmas / rates_.fma_flops_per_s, "compute"},
+        {work.loaded / rates_.l1_bytes_per_s, "L1"},
+        {work.compulsory / memory_rate, fits_l3 ? "L3" : "DRAM"},
+    };
+    if (distribution == Distribution::uniform && !shape.levels.empty()) {
+        // Uniform locations: every corner is a random row of its level's
+        // slice of value for one head (BLNC: rows N_h * C floats apart),
+        // fetched at the rate the probe measures for that geometry. Each
+        // level gets S / N_l samples.
+        const double samples_per_level =
+            static_cast<double>(shape.samples()) / static_cast<double>(shape.levels.size());
+        const long long row_bytes = static_cast<long long>(shape.channels * sizeof(float));
+        const long long stride = static_cast<long long>(shape.heads) * row_bytes;
+        double latency = 0;
+        for (const Level &level : shape.levels) {
+            const double rate = row_rate(static_cast<long long>(level.height * level.width), stride, row_bytes);
+            latency += samples_per_level * (work.value_rows + work.grad_rows) / rate;
+        }
+        bounds.emplace_back(latency, "latency");
+    }
+    Floor result;
+    for (const auto &[seconds, name] : bounds) {
+        if (seconds > result.seconds) result = {seconds, name};
+    }
+    if (result.bound.empty()) result.bound = bounds.front().second;
+    return result;
+}
+
+}  // namespace msda_bench

@@ -1,0 +1,498 @@
+// The machine probe: peak rates of this machine for `threads` threads
+// running together (probe_machine), and the rate at which they fetch rows of
+// a table in random order (random_row_rate). Compiled with -march=native
+// (bench/CMakeLists.txt): it measures what this machine can do, so it uses
+// the widest vectors the machine has.
+//
+// Every kernel runs on all threads at once, started together; a rate is the
+// work of all threads over the time of the slowest, and the best of many
+// runs (the peak, not the mean: noise only ever makes a run slower). The
+// clock of a VM like this one wanders over seconds, so probe_machine takes
+// its runs in rounds spread over the whole probe rather than back to back.
+#include <algorithm>
+#include <barrier>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <new>
+#include <numeric>
+#include <random>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
+#include "floor.h"
+
+namespace msda_bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// 64 bytes of floats: one AVX-512 register (two AVX2 or four SSE registers
+// on machines without AVX-512). Vec is 64-byte aligned (the probe's own
+// buffers); Vec16 and VecU read rows that may start anywhere a float can.
+typedef float Vec __attribute__((vector_size(64)));
+typedef float VecU __attribute__((vector_size(64), aligned(4)));
+typedef float Vec16 __attribute__((vector_size(16), aligned(4)));
+constexpr std::size_t kVecFloats = sizeof(Vec) / sizeof(float);
+
+// Keeps a result alive so that the loads and FMAs producing it are not
+// optimised away.
+volatile float g_sink;
+
+float horizontal_sum(const Vec &v) {
+    float sum = 0.0f;
+    for (std::size_t i = 0; i < kVecFloats; ++i) sum += v[i];
+    return sum;
+}
+
+// An uninitialised buffer, 2 MiB aligned and (on Linux) backed by
+// transparent huge pages where the kernel allows it, so that the probes
+// measure caches and memory, not page walks. first_touch() makes its pages.
+class Buffer {
+public:
+    Buffer() = default;
+    explicit Buffer(std::size_t bytes) : bytes_(round_up(std::max<std::size_t>(bytes, 1))) {
+        data_ = static_cast<char *>(std::aligned_alloc(kHugePage, bytes_));
+        if (!data_) throw std::bad_alloc();
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+        madvise(data_, bytes_, MADV_HUGEPAGE);
+#endif
+    }
+    Buffer(Buffer &&other) noexcept { swap(other); }
+    Buffer &operator=(Buffer &&other) noexcept {
+        swap(other);
+        return *this;
+    }
+    Buffer(const Buffer &) = delete;
+    Buffer &operator=(const Buffer &) = delete;
+    ~Buffer() { std::free(data_); }
+
+    char *data() const { return data_; }
+    std::size_t size() const { return bytes_; }
+
+private:
+    static constexpr std::size_t kHugePage = std::size_t{2} << 20;
+    static std::size_t round_up(std::size_t bytes) { return (bytes + kHugePage - 1) / kHugePage * kHugePage; }
+    void swap(Buffer &other) noexcept {
+        std::swap(data_, other.data_);
+        std::swap(bytes_, other.bytes_);
+    }
+    char *data_ = nullptr;
+    std::size_t bytes_ = 0;
+};
+
+// Pins the calling thread to a CPU (best effort), so that `threads` threads
+// land on distinct cores where there are that many. Only the probe's own
+// threads are pinned: threads inherit the mask of the thread that creates
+// them, so pinning the caller would pin the bench's OpenMP pool too.
+void pin_to_cpu(int index) {
+#if defined(__linux__)
+    const int cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(index % cpus, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+#else
+    (void)index;
+#endif
+}
+
+// Runs body(t) on new threads t = 0..threads-1, all released together once
+// every thread is running, and returns the seconds of the slowest.
+double run_together(int threads, const std::function<void(int)> &body) {
+    std::barrier start(threads);
+    std::vector<double> seconds(threads);
+    auto worker = [&](int t) {
+        pin_to_cpu(t);
+        start.arrive_and_wait();
+        const Clock::time_point begin = Clock::now();
+        body(t);
+        seconds[t] = std::chrono::duration<double>(Clock::now() - begin).count();
+    };
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) pool.emplace_back(worker, t);
+    for (std::thread &thread : pool) thread.join();
+    return *std::max_element(seconds.begin(), seconds.end());
+}
+
+// The least of `repeats` timings of run_together(threads, body).
+double best_of(int repeats, int threads, const std::function<void(int)> &body) {
+    double best = 1e30;
+    for (int r = 0; r < repeats; ++r) best = std::min(best, run_together(threads, body));
+    return best;
+}
+
+// A kernel whose peak rate is probed: each run of `body` on all threads does
+// `work` units (FMAs, bytes) in all.
+struct RateProbe {
+    double work = 0;
+    std::function<void(int)> body;
+    double best_seconds = 1e30;
+
+    void run(int threads, int repeats) { best_seconds = std::min(best_seconds, best_of(repeats, threads, body)); }
+    double rate() const { return work / best_seconds; }
+};
+
+// Writes every byte of [data, data + bytes) with `threads` threads, each its
+// own contiguous share (so that the pages are touched where they are used).
+// Bytes 0x01 make floats of 2.4e-38: normal, so sums of them never take the
+// slow path of denormals.
+void first_touch(char *data, std::size_t bytes, int threads) {
+    run_together(threads, [&](int t) {
+        const std::size_t begin = bytes * t / threads, end = bytes * (t + 1) / threads;
+        std::memset(data + begin, 1, end - begin);
+    });
+}
+
+// ---------------------------------------------------------------------------
+// FMA throughput: kChains independent accumulator chains of vector FMAs per
+// thread. An FMA has a latency of 4 cycles and two issue ports on recent x86
+// cores, so at least 8 chains are needed to keep both ports busy; 16 leave
+// room and fit the 32 AVX-512 registers with the two operands.
+
+constexpr int kChains = 16;
+
+#if defined(__AVX512F__)
+using FmaReg = __m512;
+constexpr int kFmaLanes = 16;
+inline FmaReg fma_splat(float x) { return _mm512_set1_ps(x); }
+inline FmaReg fma_step(FmaReg acc, FmaReg m, FmaReg a) { return _mm512_fmadd_ps(acc, m, a); }
+inline float fma_sum(FmaReg v) {
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, v);
+    return std::accumulate(lanes, lanes + 16, 0.0f);
+}
+#elif defined(__FMA__)
+using FmaReg = __m256;
+constexpr int kFmaLanes = 8;
+inline FmaReg fma_splat(float x) { return _mm256_set1_ps(x); }
+inline FmaReg fma_step(FmaReg acc, FmaReg m, FmaReg a) { return _mm256_fmadd_ps(acc, m, a); }
+inline float fma_sum(FmaReg v) {
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, v);
+    return std::accumulate(lanes, lanes + 8, 0.0f);
+}
+#else
+using FmaReg = float;
+constexpr int kFmaLanes = 1;
+inline FmaReg fma_splat(float x) { return x; }
+inline FmaReg fma_step(FmaReg acc, FmaReg m, FmaReg a) { return __builtin_fmaf(acc, m, a); }
+inline float fma_sum(FmaReg v) { return v; }
+#endif
+
+// `iterations` rounds of kChains FMAs; acc = acc * m + a converges to
+// a / (1 - m), so the values stay normal and finite however long it runs.
+__attribute__((noinline)) float fma_kernel(long long iterations, float seed) {
+    const FmaReg m = fma_splat(0.999f), a = fma_splat(0.001f);
+    FmaReg acc[kChains];
+    for (int i = 0; i < kChains; ++i) acc[i] = fma_splat(seed + static_cast<float>(i));
+    for (long long n = 0; n < iterations; ++n) {
+        // Keeps the compiler from collapsing rounds of the loop.
+        __asm__ volatile("" : "+x"(acc[0]));
+#pragma GCC unroll 16
+        for (int i = 0; i < kChains; ++i) acc[i] = fma_step(acc[i], m, a);
+    }
+    float sum = 0.0f;
+    for (int i = 0; i < kChains; ++i) sum += fma_sum(acc[i]);
+    return sum;
+}
+
+RateProbe fma_probe(int threads) {
+    // 1M rounds of 16 x 16 lane-FMAs a thread: about 4 ms at two ports and 3 GHz.
+    constexpr long long kIterations = 1 << 20;
+    return {static_cast<double>(kIterations) * kChains * kFmaLanes * threads,
+            [](int t) { g_sink = fma_kernel(kIterations, static_cast<float>(t)); }};
+}
+
+// ---------------------------------------------------------------------------
+// Load bandwidth: `passes` passes over `count` vectors, summed into 16
+// accumulators (two loads and two adds a cycle need 8 chains of 4-cycle adds
+// to keep up; 16 leave room).
+
+__attribute__((noinline)) float sum_kernel(const Vec *data, std::size_t count, long long passes) {
+    Vec acc[16] = {};
+    for (long long p = 0; p < passes; ++p) {
+        // The compiler must assume the pointer changed: each pass loads again.
+        __asm__ volatile("" : "+r"(data));
+        for (std::size_t i = 0; i + 16 <= count; i += 16) {
+#pragma GCC unroll 16
+            for (int j = 0; j < 16; ++j) acc[j] += data[i + j];
+        }
+    }
+    Vec total = {};
+    for (const Vec &v : acc) total += v;
+    return horizontal_sum(total);
+}
+
+// Each of `threads` threads sums its own `bytes_per_thread` bytes of
+// `buffer` (first-touched) `passes` times.
+RateProbe load_probe(const Buffer &buffer, int threads, std::size_t bytes_per_thread, long long passes) {
+    const std::size_t count = bytes_per_thread / sizeof(Vec) / 16 * 16;
+    const Vec *data = reinterpret_cast<const Vec *>(buffer.data());
+    return {static_cast<double>(count * sizeof(Vec)) * static_cast<double>(passes) * threads,
+            [=](int t) { g_sink = sum_kernel(data + count * t, count, passes); }};
+}
+
+// ---------------------------------------------------------------------------
+// Latency: a chase through one line of each of 64K slots spread over a large
+// buffer (16 KiB apart in 1 GiB), the slots in a random cyclic order (so no
+// prefetcher can guess the next), the lines flushed from the caches before
+// each lap; the best of 6 laps. One thread.
+
+double probe_latency(Buffer &buffer) {
+    constexpr std::size_t kLine = 64;
+    const std::size_t slots = std::min<std::size_t>(buffer.size() / 4096, std::size_t{1} << 16);
+    const std::size_t slot_bytes = buffer.size() / slots / kLine * kLine;
+    std::mt19937_64 random(12345);
+    // Sattolo's shuffle: one cycle through all slots.
+    std::vector<std::uint32_t> next(slots);
+    std::iota(next.begin(), next.end(), 0u);
+    for (std::size_t i = slots - 1; i > 0; --i) {
+        std::uniform_int_distribution<std::size_t> pick(0, i - 1);
+        std::swap(next[i], next[pick(random)]);
+    }
+    // A random line within each slot, so that the chase does not always hit
+    // the same cache sets.
+    std::vector<char *> line(slots);
+    std::uniform_int_distribution<std::size_t> offset(0, slot_bytes / kLine - 1);
+    for (std::size_t s = 0; s < slots; ++s) line[s] = buffer.data() + s * slot_bytes + offset(random) * kLine;
+    for (std::size_t s = 0; s < slots; ++s) *reinterpret_cast<char **>(line[s]) = line[next[s]];
+
+    double best = 1e30;
+    for (int repeat = 0; repeat < 6; ++repeat) {
+#if defined(__x86_64__) || defined(__i386__)
+        for (char *l : line) _mm_clflush(l);
+        _mm_mfence();
+#endif
+        char *p = line[0];
+        const Clock::time_point begin = Clock::now();
+        for (std::size_t s = 0; s < slots; ++s) p = *reinterpret_cast<char **>(p);
+        const double seconds = std::chrono::duration<double>(Clock::now() - begin).count();
+        g_sink = static_cast<float>(reinterpret_cast<std::uintptr_t>(p) & 1);
+        best = std::min(best, seconds / static_cast<double>(slots));
+    }
+    return best * 1e9;
+}
+
+// ---------------------------------------------------------------------------
+// Random rows.
+
+// The table random_row_rate reads, kept between calls (the bench asks for
+// some 30 geometries at startup) and grown when a call needs more.
+struct RowTable {
+    std::mutex mutex;
+    Buffer buffer;
+    std::size_t touched = 0;  // bytes written so far (the pages exist)
+};
+
+RowTable &row_table() {
+    static RowTable table;
+    return table;
+}
+
+// Sums the first `row_bytes` bytes of the rows at base + offsets[0..count).
+// Rows of Chunks whole vectors get their own loop, 8 rows a round and fully
+// unrolled, into 16 accumulators (enough chains of 4-cycle adds for two
+// loads a cycle); any other size takes the generic one.
+template <int Chunks>
+__attribute__((noinline)) float sum_rows_fixed(const char *base, const std::int64_t *offsets, std::size_t count) {
+    Vec acc[16] = {};
+    std::size_t i = 0;
+    for (; i + 8 <= count; i += 8) {
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; ++r) {
+            const VecU *row = reinterpret_cast<const VecU *>(base + offsets[i + r]);
+#pragma GCC unroll 8
+            for (int c = 0; c < Chunks; ++c) acc[(r * Chunks + c) % 16] += row[c];
+        }
+    }
+    for (; i < count; ++i) {
+        const VecU *row = reinterpret_cast<const VecU *>(base + offsets[i]);
+        for (int c = 0; c < Chunks; ++c) acc[c % 16] += row[c];
+    }
+    Vec total = {};
+    for (const Vec &v : acc) total += v;
+    return horizontal_sum(total);
+}
+
+// Any row size: whole vectors, the last one ending at the row's end
+// (overlapping the one before), so that exactly the row's bytes are read.
+__attribute__((noinline)) float sum_rows_any(const char *base, const std::int64_t *offsets, std::size_t count,
+                                             std::size_t row_bytes) {
+    Vec acc[4] = {};
+    float scalar = 0.0f;
+    for (std::size_t i = 0; i < count; ++i) {
+        const char *row = base + offsets[i];
+        Vec &a = acc[i % 4];
+        if (row_bytes >= sizeof(Vec)) {
+            for (std::size_t b = 0; b < row_bytes; b += sizeof(Vec))
+                a += *reinterpret_cast<const VecU *>(row + std::min(b, row_bytes - sizeof(Vec)));
+        } else if (row_bytes >= sizeof(Vec16)) {
+            Vec16 part = {};
+            for (std::size_t b = 0; b < row_bytes; b += sizeof(Vec16))
+                part += *reinterpret_cast<const Vec16 *>(row + std::min(b, row_bytes - sizeof(Vec16)));
+            for (int k = 0; k < 4; ++k) a[k] += part[k];
+        } else {
+            for (std::size_t b = 0; b + sizeof(float) <= row_bytes; b += sizeof(float)) {
+                float x;
+                std::memcpy(&x, row + b, sizeof(float));
+                scalar += x;
+            }
+        }
+    }
+    Vec total = acc[0] + acc[1] + acc[2] + acc[3];
+    return horizontal_sum(total) + scalar;
+}
+
+float sum_rows(const char *base, const std::int64_t *offsets, std::size_t count, std::size_t row_bytes) {
+    switch (row_bytes) {
+        case 64: return sum_rows_fixed<1>(base, offsets, count);
+        case 128: return sum_rows_fixed<2>(base, offsets, count);
+        case 192: return sum_rows_fixed<3>(base, offsets, count);
+        case 256: return sum_rows_fixed<4>(base, offsets, count);
+        default: return sum_rows_any(base, offsets, count, row_bytes);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The L3's size in bytes, as the system reports it: sysconf where the C
+// library knows it, else the first CPU's index3 cache in sysfs ("307200K");
+// 0 if neither says.
+
+double l3_cache_bytes() {
+#if defined(__linux__) && defined(_SC_LEVEL3_CACHE_SIZE)
+    const long reported = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (reported > 0) return static_cast<double>(reported);
+#endif
+    std::ifstream file("/sys/devices/system/cpu/cpu0/cache/index3/size");
+    double size = 0;
+    char unit = 0;
+    if (!(file >> size) || size <= 0) return 0;
+    if (file >> unit) {
+        if (unit == 'K') size *= 1024;
+        if (unit == 'M') size *= 1024 * 1024;
+        if (unit == 'G') size *= 1024.0 * 1024 * 1024;
+    }
+    return size;
+}
+
+}  // namespace
+
+MachineRates probe_machine(int threads) {
+    threads = std::max(1, threads);
+    // 16 KiB a thread, a third of a 48 KiB L1d: 0.4 GB a thread, 1-2 ms a run.
+    constexpr std::size_t kL1Bytes = 16 << 10;
+    // 1 MiB a thread, half a 2 MiB L2 and far beyond L1: 0.15 GB a thread.
+    constexpr std::size_t kL2Bytes = 1 << 20;
+    // 64 MiB in all for two threads: 16 times their two 2 MiB L2s, a fifth
+    // of the 300 MB L3 this VM class reports (reads measured the same up to
+    // 128 MB), so it streams from L3; 4 passes, about 5 ms a run. At least
+    // 8 MiB a thread, so that many cores' L2s together never hold it (a
+    // buffer too large for L3 would give the DRAM rate: a lower L3 rate,
+    // which only lowers the floor).
+    const std::size_t l3_buffer_bytes = std::max(std::size_t{64} << 20, (std::size_t{8} << 20) * threads);
+    // 1 GiB in all, over three times the 300 MB L3 this VM class reports
+    // (and far beyond its effective share of it): the streaming rate of
+    // memory. Each pass evicts what the previous one left in the caches.
+    constexpr std::size_t kDramBytes = std::size_t{1} << 30;
+
+    Buffer l1(kL1Bytes * threads), l2(kL2Bytes * threads), l3(l3_buffer_bytes), dram(kDramBytes);
+    first_touch(l1.data(), kL1Bytes * threads, threads);
+    first_touch(l2.data(), kL2Bytes * threads, threads);
+    first_touch(l3.data(), l3_buffer_bytes, threads);
+    first_touch(dram.data(), kDramBytes, threads);
+
+    RateProbe fma = fma_probe(threads);
+    RateProbe l1_loads = load_probe(l1, threads, kL1Bytes, 25000);
+    RateProbe l2_loads = load_probe(l2, threads, kL2Bytes, 150);
+    RateProbe l3_stream = load_probe(l3, threads, l3_buffer_bytes / threads, 4);
+    RateProbe stream = load_probe(dram, threads, kDramBytes / threads, 1);
+    // Untimed: settles the clock at its AVX-512 level, brings the L1 and L2
+    // buffers into their cores' caches.
+    for (RateProbe *probe : {&fma, &l1_loads, &l2_loads}) run_together(threads, probe->body);
+    for (int round = 0; round < 5; ++round) {
+        fma.run(threads, 2);
+        l1_loads.run(threads, 3);
+        l2_loads.run(threads, 3);
+        // Each DRAM pass evicts the L3 buffer: the first run of a round
+        // brings it back, the next two stream it from L3.
+        l3_stream.run(threads, 3);
+        stream.run(threads, 1);
+    }
+
+    MachineRates rates;
+    rates.threads = threads;
+    rates.fma_flops_per_s = fma.rate();
+    rates.l1_bytes_per_s = l1_loads.rate();
+    rates.l2_bytes_per_s = l2_loads.rate();
+    rates.l3_bytes_per_s = l3_stream.rate();
+    rates.dram_bytes_per_s = stream.rate();
+    rates.latency_ns = probe_latency(dram);
+    rates.l3_bytes = l3_cache_bytes();
+    return rates;
+}
+
+double random_row_rate(long long rows, long long row_stride_bytes, long long row_bytes, int threads) {
+    threads = std::max(1, threads);
+    rows = std::clamp(rows, 1LL, (1LL << 32) - 1);  // a row index is drawn from 32 random bits
+    row_bytes = std::max<long long>(row_bytes, sizeof(float));
+    row_stride_bytes = std::max(row_stride_bytes, row_bytes);
+    const std::size_t table_bytes = static_cast<std::size_t>(rows) * row_stride_bytes + sizeof(Vec);
+
+    RowTable &table = row_table();
+    std::lock_guard<std::mutex> lock(table.mutex);
+    if (table.buffer.size() < table_bytes) {
+        table.buffer = Buffer(table_bytes);
+        table.touched = 0;
+    }
+    if (table.touched < table_bytes) {
+        // Writing the pages makes them real (reading untouched memory reads
+        // the kernel's shared zero page, which is always in cache).
+        first_touch(table.buffer.data(), table_bytes, threads);
+        table.touched = table_bytes;
+    }
+
+    // Each thread's rows, as byte offsets drawn beforehand (so that the
+    // timed loop is loads and adds only, every load independent of the
+    // others). Enough of them to visit every row a couple of times; the
+    // array (at most 8 MiB) is read in order, which the prefetchers hide.
+    const std::size_t count = static_cast<std::size_t>(std::clamp(2 * rows, 1LL << 16, 1LL << 20));
+    std::vector<std::vector<std::int64_t>> offsets(threads, std::vector<std::int64_t>(count));
+    for (int t = 0; t < threads; ++t) {
+        std::uint64_t state = 0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(t + 1);
+        for (std::int64_t &offset : offsets[t]) {
+            state = state * 6364136223846793005ull + 1442695040888963407ull;  // an LCG; its high bits are good
+            offset =
+                static_cast<std::int64_t>(((state >> 32) * static_cast<std::uint64_t>(rows)) >> 32) * row_stride_bytes;
+        }
+    }
+
+    const char *base = table.buffer.data();
+    long long passes = 1;
+    auto body = [&](int t) {
+        for (long long p = 0; p < passes; ++p)
+            g_sink = sum_rows(base, offsets[t].data(), count, static_cast<std::size_t>(row_bytes));
+    };
+    // The first run brings whatever fits into the caches (as the bench's
+    // warm-up runs do for value) and sizes the timed runs to ~3 ms each.
+    const double first = run_together(threads, body);
+    passes = std::clamp(static_cast<long long>(3e-3 / std::max(first, 1e-7)), 1LL, 64LL);
+    const double seconds = best_of(5, threads, body);
+    return static_cast<double>(count) * static_cast<double>(passes) * threads / seconds;
+}
+
+}  // namespace msda_bench

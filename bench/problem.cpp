@@ -1,0 +1,149 @@
+#include "problem.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+namespace msda_bench {
+
+std::int64_t Shape::value_length() const {
+    std::int64_t length = 0;
+    for (const Level &level : levels) length += level.height * level.width;
+    return length;
+}
+
+bool Shape::queries_are_pixels() const {
+    return queries == value_length() || (!levels.empty() && queries == levels[0].height * levels[0].width);
+}
+
+std::vector<Shape> canonical_shapes() {
+    const std::vector<Level> detr = {{100, 167}, {50, 84}, {25, 42}, {13, 21}};
+    std::vector<Shape> shapes;
+    shapes.push_back({.id = "S0", .batch = 1, .queries = 300, .levels = detr});
+    shapes.push_back({.id = "S1", .batch = 2, .queries = 900, .levels = detr});
+    shapes.push_back({.id = "M0", .batch = 1, .queries = 22223, .levels = detr});
+    shapes.push_back({.id = "M2", .batch = 1, .queries = 21504, .levels = {{128, 128}, {64, 64}, {32, 32}}});
+    shapes.push_back({.id = "X", .batch = 1, .queries = 15200, .points = 8,
+                      .levels = {{100, 152}, {50, 76}, {25, 38}, {13, 19}}});
+    shapes.push_back({.id = "G", .batch = 6, .queries = 9680, .levels = {{60, 40}, {60, 40}, {60, 40}, {60, 40}}});
+    shapes.push_back({.id = "L1", .batch = 6, .queries = 9680, .points = 8,
+                      .levels = {{116, 200}, {58, 100}, {29, 50}, {15, 25}}});
+    return shapes;
+}
+
+const char *distribution_name(Distribution distribution) {
+    return distribution == Distribution::local ? "local" : "uniform";
+}
+
+namespace {
+
+// The normalized reference point of every query: its own pixel centre for
+// an encoder, a random point otherwise.
+std::vector<std::pair<float, float>> reference_points(const Shape &shape, std::mt19937_64 &random) {
+    std::vector<std::pair<float, float>> points;
+    points.reserve(shape.queries);
+    if (shape.queries_are_pixels()) {
+        for (const Level &level : shape.levels) {
+            for (std::int64_t y = 0; y < level.height; ++y) {
+                for (std::int64_t x = 0; x < level.width; ++x) {
+                    if (static_cast<std::int64_t>(points.size()) == shape.queries) return points;
+                    points.emplace_back((static_cast<float>(x) + 0.5f) / static_cast<float>(level.width),
+                                        (static_cast<float>(y) + 0.5f) / static_cast<float>(level.height));
+                }
+            }
+        }
+        return points;
+    }
+    std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+    for (std::int64_t q = 0; q < shape.queries; ++q) {
+        const float x = unit(random);
+        points.emplace_back(x, unit(random));
+    }
+    return points;
+}
+
+void fill_uniform(std::vector<float> &tensor, std::mt19937_64 &random, float low, float high) {
+    std::uniform_real_distribution<float> distribution(low, high);
+    for (float &x : tensor) x = distribution(random);
+}
+
+}  // namespace
+
+Problem make_problem(const Shape &shape, Distribution distribution, std::uint64_t seed) {
+    Problem problem;
+    problem.shape = shape;
+    problem.distribution = distribution;
+    std::mt19937_64 random(seed);
+    const std::int64_t levels = static_cast<std::int64_t>(shape.levels.size());
+
+    std::int32_t start = 0;
+    for (const Level &level : shape.levels) {
+        problem.spatial_shapes.push_back(static_cast<std::int32_t>(level.height));
+        problem.spatial_shapes.push_back(static_cast<std::int32_t>(level.width));
+        problem.level_start_index.push_back(start);
+        start += static_cast<std::int32_t>(level.height * level.width);
+    }
+
+    problem.value.resize(shape.batch * shape.value_length() * shape.heads * shape.channels);
+    fill_uniform(problem.value, random, -1.0f, 1.0f);
+    problem.grad_output.resize(shape.batch * shape.queries * shape.heads * shape.channels);
+    fill_uniform(problem.grad_output, random, -1.0f, 1.0f);
+
+    // Softmax over (l, p) of each (b, q, h), as the models compute it.
+    const std::int64_t per_head = levels * shape.points;
+    problem.attention_weights.resize(shape.batch * shape.queries * shape.heads * per_head);
+    std::normal_distribution<float> logit(0.0f, 1.0f);
+    for (std::size_t head = 0; head < problem.attention_weights.size(); head += per_head) {
+        float sum = 0.0f;
+        for (std::int64_t i = 0; i < per_head; ++i) {
+            const float e = std::exp(logit(random));
+            problem.attention_weights[head + i] = e;
+            sum += e;
+        }
+        for (std::int64_t i = 0; i < per_head; ++i) problem.attention_weights[head + i] /= sum;
+    }
+
+    problem.sampling_locations.resize(problem.attention_weights.size() * 2);
+    std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+    std::uniform_real_distribution<float> offset(-kLocalOffsetPixels, kLocalOffsetPixels);
+    float *location = problem.sampling_locations.data();
+    for (std::int64_t b = 0; b < shape.batch; ++b) {
+        const std::vector<std::pair<float, float>> centres =
+            distribution == Distribution::local ? reference_points(shape, random)
+                                                : std::vector<std::pair<float, float>>{};
+        for (std::int64_t q = 0; q < shape.queries; ++q) {
+            for (std::int64_t h = 0; h < shape.heads; ++h) {
+                for (std::int64_t l = 0; l < levels; ++l) {
+                    const Level &level = shape.levels[l];
+                    for (std::int64_t p = 0; p < shape.points; ++p, location += 2) {
+                        if (distribution == Distribution::uniform) {
+                            location[0] = unit(random);
+                            location[1] = unit(random);
+                        } else {
+                            location[0] = centres[q].first + offset(random) / static_cast<float>(level.width);
+                            location[1] = centres[q].second + offset(random) / static_cast<float>(level.height);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    return problem;
+}
+
+double forward_bytes(const Shape &shape) {
+    const double samples = static_cast<double>(shape.samples());
+    const double value = static_cast<double>(shape.batch * shape.value_length() * shape.heads * shape.channels);
+    const double output = static_cast<double>(shape.batch * shape.queries * shape.heads * shape.channels);
+    return 4.0 * (value + 2.0 * samples + samples + output);
+}
+
+double backward_bytes(const Shape &shape) {
+    const double samples = static_cast<double>(shape.samples());
+    const double value = static_cast<double>(shape.batch * shape.value_length() * shape.heads * shape.channels);
+    const double output = static_cast<double>(shape.batch * shape.queries * shape.heads * shape.channels);
+    // Inputs (value, locations, weights, grad_output), then the gradients.
+    return 4.0 * (value + 3.0 * samples + output) + 4.0 * (value + 3.0 * samples);
+}
+
+}  // namespace msda_bench

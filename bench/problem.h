@@ -1,0 +1,69 @@
+// The canonical benchmark problems: shapes, location distributions, and the
+// tensors of one problem in the default layouts (value BLNC, locations
+// BQHLP2), float32, options align_corners = false and zeros padding (the
+// setting of Deformable DETR's grid_sample path, so every peer computes the
+// same thing).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace msda_bench {
+
+struct Level {
+    std::int64_t height = 0, width = 0;
+};
+
+struct Shape {
+    std::string id;  // S0, S1, M0, M2, X, G, L1
+    std::int64_t batch = 1, queries = 0, heads = 8, channels = 32, points = 4;
+    std::vector<Level> levels;
+
+    std::int64_t value_length() const;  // L = sum of H_l * W_l
+    // Samples per call: one per (b, q, h, l, p).
+    std::int64_t samples() const { return batch * queries * heads * points * static_cast<std::int64_t>(levels.size()); }
+    // Queries are the pixels of the value map (all levels, or the first):
+    // an encoder. Otherwise a decoder: queries at random reference points.
+    bool queries_are_pixels() const;
+};
+
+// The shapes of the issue, in order: S0, S1, M0, M2, X, G, L1.
+std::vector<Shape> canonical_shapes();
+
+enum class Distribution { local, uniform };
+const char *distribution_name(Distribution);
+
+// How far (in pixels of the sampled level) a local location lies from its
+// query's reference point, at most, along each axis.
+constexpr float kLocalOffsetPixels = 2.0f;
+
+// One problem's tensors, row-major:
+//   value               (B, L, N_h, C_h)
+//   spatial_shapes      (N_l, 2) int32, level_start_index (N_l) int32
+//   sampling_locations  (B, N_q, N_h, N_l, N_p, 2)   normalized, x then y
+//   attention_weights   (B, N_q, N_h, N_l, N_p)      softmax over (l, p)
+//   grad_output         (B, N_q, N_h * C_h)
+struct Problem {
+    Shape shape;
+    Distribution distribution = Distribution::local;
+    std::vector<std::int32_t> spatial_shapes, level_start_index;
+    std::vector<float> value, sampling_locations, attention_weights, grad_output;
+};
+
+// Deterministic for (shape, distribution, seed).
+//   local:   encoder shapes: each query's own pixel centre (normalized)
+//            plus, per (h, l, p), an offset of up to kLocalOffsetPixels
+//            pixels of level l along each axis; decoder shapes: a random
+//            centre per query in [0, 1]^2 plus the same offsets.
+//   uniform: every location uniform in [0, 1]^2.
+Problem make_problem(const Shape &shape, Distribution distribution, std::uint64_t seed = 1);
+
+// Compulsory traffic: every tensor read or written once, in bytes.
+//   forward:  value + locations + attention_weights + output
+//   backward: value + locations + attention_weights + grad_output
+//             + grad_value + grad_sampling_locations + grad_attention_weights
+double forward_bytes(const Shape &shape);
+double backward_bytes(const Shape &shape);
+
+}  // namespace msda_bench
