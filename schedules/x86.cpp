@@ -67,6 +67,10 @@ void corner_table_per_tile(Func corners, const std::vector<Func> &stages, const 
 
 }  // namespace
 
+// Queries whose rows of grad_output the scatter keeps at hand while it walks
+// the levels (128 KiB of a head's rows for C_h = 32).
+constexpr int kQueriesPerRun = 1024;
+
 // Queries per parallel task: a whole number of tiles, about 1/16 of a batch
 // element's queries, so each thread walks long runs of neighbouring queries
 // (their corners share cache lines) and there are tasks enough to balance.
@@ -123,19 +127,23 @@ void schedule_grad_value(const Target &target, GradValuePipeline &f, const Tunab
     // Zero-fill, then scatter. Each task owns the grad_value rows of one
     // (batch, head) slice and visits samples in a fixed order, so results
     // are bitwise identical for any thread count, without atomics.
-    f.grad_value.fuse(v.h, v.b, slice).parallel(slice);
+    f.grad_value.reorder(v.c, f.row, v.h, v.b).fuse(v.h, v.b, slice).parallel(slice);
     vectorize_channels(f.grad_value, v.c, width, tunables.channels);
 
+    // Per slice, runs of queries; inside a run, level by level (one level's
+    // slice of one head is the working set of the read-modify-writes), over
+    // tiles of queries. The run's rows of grad_output are loaded once, all
+    // together (their loads overlap), and stay in L2 for every level.
     Stage scatter = f.grad_value.update();
     RVar corner = f.scatter[0], point = f.scatter[1], level = f.scatter[2], query = f.scatter[3];
-    RVar query_tile("query_tile"), query_inner("query_inner");
-    scatter.split(query, query_tile, query_inner, tunables.query_tile, TailStrategy::GuardWithIf)
-        .reorder(v.c, corner, point, query_inner, query_tile, level, v.h, v.b)
+    RVar run("run"), rest("rest"), query_tile("query_tile"), query_inner("query_inner");
+    scatter.split(query, run, rest, kQueriesPerRun, TailStrategy::GuardWithIf)
+        .split(rest, query_tile, query_inner, tunables.query_tile, TailStrategy::GuardWithIf)
+        .reorder(v.c, corner, point, query_inner, query_tile, level, run, v.h, v.b)
         .fuse(v.h, v.b, slice)
         .parallel(slice);
     vectorize_channels(scatter, v.c, width, tunables.channels);
-    // Level by level: one level's slice of one head is the working set of
-    // the read-modify-writes. Unrolled corners pick their fields statically.
+    // Unrolled corners pick their fields statically.
     scatter.unroll(corner);
     if (tunables.channels > 0 && tunables.channels % width == 0) {
         f.grad_value.unroll(v.c);
@@ -145,11 +153,9 @@ void schedule_grad_value(const Target &target, GradValuePipeline &f, const Tunab
     corner_table_per_tile(f.corners, f.geometry_stages, f.field, v, LoopLevel(f.grad_value, query_tile), width,
                           tunables.query_tile);
     f.corners.hoist_storage(LoopLevel(f.grad_value, slice));
-    // The tile's rows of grad_output, loaded together (their loads overlap)
-    // rather than one by one on the scatter's critical path.
-    f.grad_rows.compute_at(f.grad_value, query_tile).hoist_storage(LoopLevel(f.grad_value, slice));
-    vectorize_channels(f.grad_rows, v.c, width, tunables.channels);
     for (Func stage : f.geometry_stages) stage.hoist_storage(LoopLevel(f.grad_value, slice));
+    f.grad_rows.compute_at(f.grad_value, run).hoist_storage(LoopLevel(f.grad_value, slice));
+    vectorize_channels(f.grad_rows, v.c, width, tunables.channels);
 }
 
 void schedule_grad_sample(const Target &target, GradSamplePipeline &f, const Tunables &tunables) {
@@ -170,7 +176,7 @@ void schedule_grad_sample(const Target &target, GradSamplePipeline &f, const Tun
     RVar channel_outer("channel_outer"), channel_lane("channel_lane");
     Var lane("lane");
     Func partial = f.corner_dots.update()
-                       .split(f.channel.x, channel_outer, channel_lane, width, TailStrategy::GuardWithIf)
+                       .split(f.channel.x, channel_outer, channel_lane, std::min(width, 8), TailStrategy::GuardWithIf)
                        .rfactor(channel_lane, lane);
     f.corner_dots.compute_at(f.grads, v.p);
     f.corner_dots.update().unroll(channel_lane);
