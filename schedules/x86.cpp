@@ -124,10 +124,16 @@ void schedule_grad_value(const Target &target, GradValuePipeline &f, const Tunab
     Var slice("slice");
     if (tunables.channels > 0) f.grad_value.bound(v.c, 0, tunables.channels);
 
-    // Zero-fill, then scatter. Each task owns the grad_value rows of one
-    // (batch, head) slice and visits samples in a fixed order, so results
+    // Zero-fill, then scatter. Each scatter task owns the grad_value rows of
+    // one (batch, head) slice and visits samples in a fixed order, so results
     // are bitwise identical for any thread count, without atomics.
-    f.grad_value.reorder(v.c, f.row, v.h, v.b).fuse(v.h, v.b, slice).parallel(slice);
+    // The zero-fill walks memory in order: whole rows (every head), blocks of
+    // rows per task.
+    Var block("block"), rows("rows");
+    f.grad_value.reorder(v.c, v.h, f.row, v.b)
+        .split(f.row, block, rows, 256, TailStrategy::GuardWithIf)
+        .fuse(block, v.b, slice)
+        .parallel(slice);
     vectorize_channels(f.grad_value, v.c, width, tunables.channels);
 
     // Per slice, runs of queries; inside a run, level by level (one level's
@@ -163,10 +169,12 @@ void schedule_grad_sample(const Target &target, GradSamplePipeline &f, const Tun
     const int width = vector_width(target, tunables);
     Var chunk("chunk"), rest("rest"), query_tile("query_tile"), query("query"), task("task");
 
-    // Runs of queries per task, one head at a time over tiles of them.
+    // Runs of queries per task, one head at a time, level by level (one
+    // level's slice of one head is the working set of the corner reads),
+    // over tiles of queries.
     f.grads.split(v.q, chunk, rest, queries_per_task(v, tunables.query_tile), TailStrategy::GuardWithIf)
         .split(rest, query_tile, query, tunables.query_tile, TailStrategy::GuardWithIf)
-        .reorder(v.p, v.l, query, query_tile, v.h, chunk, v.b)
+        .reorder(v.p, query, query_tile, v.l, v.h, chunk, v.b)
         .fuse(chunk, v.b, task)
         .parallel(task);
 
@@ -187,7 +195,8 @@ void schedule_grad_sample(const Target &target, GradSamplePipeline &f, const Tun
     corner_table_per_tile(f.corners, f.geometry_stages, f.field, v, LoopLevel(f.grads, query_tile), width,
                           tunables.query_tile, kCornerGradientFields);
     f.corners.hoist_storage(LoopLevel(f.grads, task));
-    f.grad_rows.compute_at(f.grads, query_tile).hoist_storage(LoopLevel(f.grads, task));
+    // The run's rows of grad_output for the head, loaded once for all levels.
+    f.grad_rows.compute_at(f.grads, v.h).hoist_storage(LoopLevel(f.grads, task));
     vectorize_channels(f.grad_rows, v.c, width, tunables.channels);
     for (Func stage : f.geometry_stages) stage.hoist_storage(LoopLevel(f.grads, task));
 }
