@@ -61,6 +61,32 @@ inline Sample locate(float loc_w, float loc_h, std::int64_t height, std::int64_t
     return s;
 }
 
+// What both kernels read: the problem's sizes and its input tensors.
+struct Inputs {
+    struct Sizes {
+        std::int64_t queries, heads, channels, levels, points, value_length;
+        // value is (B, L, N_h, C_h): one pixel row of the map is N_h * C_h floats.
+        std::int64_t column_stride;
+        std::int64_t tasks;  // one per (b, q, h)
+    } sizes;
+    struct Tensors {
+        const float *value, *sampling_locations, *attention_weights;
+        const std::int32_t *spatial_shapes, *level_start_index;
+    } tensors;
+
+    explicit Inputs(const Problem &p)
+        : sizes{p.shape.queries,
+                p.shape.heads,
+                p.shape.channels,
+                static_cast<std::int64_t>(p.shape.levels.size()),
+                p.shape.points,
+                p.shape.value_length(),
+                p.shape.heads * p.shape.channels,
+                p.shape.batch * p.shape.queries * p.shape.heads},
+          tensors{p.value.data(), p.sampling_locations.data(), p.attention_weights.data(), p.spatial_shapes.data(),
+                  p.level_start_index.data()} {}
+};
+
 class CudaPortPeer final : public Peer {
 public:
     CudaPortPeer(const Problem &problem, int threads)
@@ -75,20 +101,9 @@ public:
     const char *name() const override { return "cuda_port"; }
 
     void forward() override {
-        const Shape &shape = problem_.shape;
-        const std::int64_t queries = shape.queries, heads = shape.heads, channels = shape.channels;
-        const std::int64_t levels = static_cast<std::int64_t>(shape.levels.size()), points = shape.points;
-        const std::int64_t value_length = shape.value_length();
-        // Strides of value (B, L, N_h, C_h): one pixel row of the map is
-        // N_h * C_h floats.
-        const std::int64_t column_stride = heads * channels;
-        const std::int64_t tasks = shape.batch * queries * heads;
-
-        const float *const value = problem_.value.data();
-        const std::int32_t *const spatial_shapes = problem_.spatial_shapes.data();
-        const std::int32_t *const level_start_index = problem_.level_start_index.data();
-        const float *const sampling_locations = problem_.sampling_locations.data();
-        const float *const attention_weights = problem_.attention_weights.data();
+        const Inputs in(problem_);
+        const auto [queries, heads, channels, levels, points, value_length, column_stride, tasks] = in.sizes;
+        const auto [value, sampling_locations, attention_weights, spatial_shapes, level_start_index] = in.tensors;
         float *const output = output_.data();
 
 #pragma omp parallel for schedule(static) num_threads(threads_)
@@ -134,18 +149,9 @@ public:
     void prepare_backward() override {}
 
     void backward() override {
-        const Shape &shape = problem_.shape;
-        const std::int64_t queries = shape.queries, heads = shape.heads, channels = shape.channels;
-        const std::int64_t levels = static_cast<std::int64_t>(shape.levels.size()), points = shape.points;
-        const std::int64_t value_length = shape.value_length();
-        const std::int64_t column_stride = heads * channels;
-        const std::int64_t tasks = shape.batch * queries * heads;
-
-        const float *const value = problem_.value.data();
-        const std::int32_t *const spatial_shapes = problem_.spatial_shapes.data();
-        const std::int32_t *const level_start_index = problem_.level_start_index.data();
-        const float *const sampling_locations = problem_.sampling_locations.data();
-        const float *const attention_weights = problem_.attention_weights.data();
+        const Inputs in(problem_);
+        const auto [queries, heads, channels, levels, points, value_length, column_stride, tasks] = in.sizes;
+        const auto [value, sampling_locations, attention_weights, spatial_shapes, level_start_index] = in.tensors;
         const float *const grad_output = problem_.grad_output.data();
         float *const grad_value = grad_value_.data();
         float *const grad_sampling_locations = grad_sampling_locations_.data();
