@@ -39,25 +39,43 @@ Expr geometry_read_row(const Tuple &geometry, const MsdaInputs &in, int corner) 
     return algebra::read_row(geometry[kRowBase], geometry[kStepX], geometry[kStepY], in.rows, corner);
 }
 
-Func corner_table(const MsdaInputs &in, const MsdaVars &v, const Func &geometry, const Var &field,
-                  CornerWeights weights, bool gradient_fields) {
-    Tuple g = geometry(v.p, v.l, v.h, v.q, v.b);
-    std::vector<Expr> fields;
-    for (int corner = 0; corner < kCorners; corner++) {
-        fields.push_back(reinterpret<float>(geometry_read_row(g, in, corner)));
+CornerLayout CornerLayout::of(CornerTable table) {
+    CornerLayout layout;
+    switch (table) {
+    case CornerTable::forward:
+        layout.weight = 4, layout.mask = 8, layout.fields = 9;
+        break;
+    case CornerTable::scatter:
+        layout.weight = 4, layout.mask = 8, layout.attention = 9, layout.fields = 10;
+        break;
+    case CornerTable::sample:
+        layout.mask = 4, layout.attention = 5, layout.fx = 6, layout.fy = 7, layout.scale_x = 8, layout.scale_y = 9;
+        layout.fields = 10;
+        break;
     }
+    return layout;
+}
+
+Func corner_table(const MsdaInputs &in, const MsdaVars &v, const Func &geometry, const Var &field,
+                  CornerTable table) {
+    const CornerLayout layout = CornerLayout::of(table);
+    Tuple g = geometry(v.p, v.l, v.h, v.q, v.b);
+    std::vector<Expr> fields(layout.fields);
     for (int corner = 0; corner < kCorners; corner++) {
+        fields[corner] = reinterpret<float>(geometry_read_row(g, in, corner));
+        if (layout.weight < 0) continue;
         Expr w = algebra::read_weight(g[kWeightX0], g[kWeightX1], g[kWeightY0], g[kWeightY1], corner);
-        if (weights == CornerWeights::times_attention) {
+        if (table == CornerTable::forward) {
             // A zero weight stays exactly zero (never a * 0, NaN for a = Inf).
             w = strict_float(select(w == 0.0f, 0.0f, g[kAttention] * w));
         }
-        fields.push_back(w);
+        fields[layout.weight + corner] = w;
     }
-    fields.push_back(reinterpret<float>(g[kMask]));
-    fields.push_back(g[kAttention]);
-    if (gradient_fields) {
-        for (int k : {kFx, kFy, kScaleX, kScaleY}) fields.push_back(g[k]);
+    fields[layout.mask] = reinterpret<float>(g[kMask]);
+    const std::pair<int, int> copied[] = {{layout.attention, kAttention}, {layout.fx, kFx}, {layout.fy, kFy},
+                                          {layout.scale_x, kScaleX}, {layout.scale_y, kScaleY}};
+    for (const auto &[at, from] : copied) {
+        if (at >= 0) fields[at] = g[from];
     }
     Func corners("corners");
     corners(field, v.p, v.l, v.h, v.q, v.b) = mux(field, fields);
@@ -74,18 +92,18 @@ Expr CornerEntry::field(const Expr &index) const {
 // so it does not clamp every load again; the promise carries the clamp the
 // table applied.
 Expr CornerEntry::row(const Expr &corner, const MsdaInputs &in) const {
-    return unsafe_promise_clamped(reinterpret<int32_t>(field(kCornerRow + corner)), 0, in.rows - 1);
+    return unsafe_promise_clamped(reinterpret<int32_t>(field(corner)), 0, in.rows - 1);
 }
-Expr CornerEntry::weight(const Expr &corner) const { return field(kCornerWeight + corner); }
-Expr CornerEntry::mask() const { return reinterpret<int32_t>(field(kCornerMask)); }
-Expr CornerEntry::attention() const { return field(kCornerAttention); }
+Expr CornerEntry::weight(const Expr &corner) const { return field(layout.weight + corner); }
+Expr CornerEntry::mask() const { return reinterpret<int32_t>(field(layout.mask)); }
+Expr CornerEntry::attention() const { return field(layout.attention); }
 
 ForwardPipeline build_forward(const MsdaInputs &in) {
     ForwardPipeline f;
     f.vars.queries = in.queries;
     const MsdaVars &v = f.vars;
     f.geometry = sample_geometry(in, v, &f.geometry_stages);
-    f.corners = corner_table(in, v, f.geometry, f.field, CornerWeights::times_attention);
+    f.corners = corner_table(in, v, f.geometry, f.field, CornerTable::forward);
     f.sum_over = RDom(0, in.points, 0, in.levels, "sum_over");
     Expr p = f.sum_over.x, l = f.sum_over.y;
 
@@ -97,7 +115,7 @@ ForwardPipeline build_forward(const MsdaInputs &in) {
     // equals a * S for every finite a (up to rounding) and for a = +-Inf
     // whenever S has one sign; an infinite attention weight on a sample whose
     // corners have values of both signs gives NaN where a * S would be Inf.
-    const CornerEntry corners{f.corners, {p, l, v.h, v.q, v.b}};
+    const CornerEntry corners{f.corners, f.layout, {p, l, v.h, v.q, v.b}};
     Expr sample = corners.weight(0) * in.value(v.c, v.h, corners.row(0, in), v.b);
     for (int corner = 1; corner < kCorners; corner++) {
         sample += corners.weight(corner) * in.value(v.c, v.h, corners.row(corner, in), v.b);
@@ -115,7 +133,7 @@ GradValuePipeline build_grad_value(const MsdaInputs &in, const Func &grad_output
     f.vars.queries = in.queries;
     const MsdaVars &v = f.vars;
     f.geometry = sample_geometry(in, v, &f.geometry_stages);
-    f.corners = corner_table(in, v, f.geometry, f.field, CornerWeights::plain);
+    f.corners = corner_table(in, v, f.geometry, f.field, CornerTable::scatter);
     f.scatter = RDom(0, kCorners, 0, in.points, 0, in.levels, 0, in.queries, "scatter");
     Expr corner = f.scatter[0], p = f.scatter[1], l = f.scatter[2], q = f.scatter[3];
 
@@ -124,7 +142,7 @@ GradValuePipeline build_grad_value(const MsdaInputs &in, const Func &grad_output
     // weight (sample_geometry), so every counting sample adds exactly a * w
     // * g to the rows of its inside corners; a sample that does not count
     // adds nothing (not 0 * g, which a non-finite g would turn into NaN).
-    const CornerEntry corners{f.corners, {p, l, v.h, q, v.b}};
+    const CornerEntry corners{f.corners, f.layout, {p, l, v.h, q, v.b}};
     f.grad_rows = Func("grad_rows");
     f.grad_rows(v.c, v.h, v.q, v.b) = grad_output(v.c, v.h, v.q, v.b);
     Expr contribution = corners.attention() * corners.weight(corner) * f.grad_rows(v.c, v.h, q, v.b);
@@ -149,10 +167,10 @@ GradSamplePipeline build_grad_sample(const MsdaInputs &in, const Func &grad_outp
     // then replaced by the 0 it stands for (not g * 0, which a non-finite g
     // would turn into NaN); a sample that does not count has all four
     // replaced.
-    f.corners = corner_table(in, v, f.geometry, f.field, CornerWeights::plain, true);
-    const CornerEntry corners{f.corners, {v.p, v.l, v.h, v.q, v.b}};
+    f.corners = corner_table(in, v, f.geometry, f.field, CornerTable::sample);
+    const CornerEntry corners{f.corners, f.layout, {v.p, v.l, v.h, v.q, v.b}};
     Expr mask = corners.mask(), attention = corners.attention();
-    Expr fx = corners.field(kCornerFx), fy = corners.field(kCornerFy);
+    Expr fx = corners.field(f.layout.fx), fy = corners.field(f.layout.fy);
     f.corner_dots = Func("corner_dots");
     f.corner_dots(v.p, v.l, v.h, v.q, v.b) = Tuple(0.0f, 0.0f, 0.0f, 0.0f);
     f.grad_rows = Func("grad_rows");
@@ -182,9 +200,9 @@ GradSamplePipeline build_grad_sample(const MsdaInputs &in, const Func &grad_outp
     if (which != SampleGradients::attention_weights) {
         Expr counts = algebra::sample_counts(mask);
         results.push_back(select(
-            counts, attention * algebra::d_sample_dx(dot, fy) * corners.field(kCornerScaleX), 0.0f));
+            counts, attention * algebra::d_sample_dx(dot, fy) * corners.field(f.layout.scale_x), 0.0f));
         results.push_back(select(
-            counts, attention * algebra::d_sample_dy(dot, fx) * corners.field(kCornerScaleY), 0.0f));
+            counts, attention * algebra::d_sample_dy(dot, fx) * corners.field(f.layout.scale_y), 0.0f));
     }
     f.grads = Func("grads");
     f.grads(v.p, v.l, v.h, v.q, v.b) = results.size() == 1 ? Tuple(results[0]) : Tuple(results);

@@ -59,24 +59,30 @@ Halide::Expr geometry_read_row(const Halide::Tuple &geometry, const MsdaInputs &
 
 // The four corners of every sample, ready for the channel loop, packed into
 // one float Func over (field, p, l, h, q, b) so a schedule can keep a tile
-// of it in one small buffer: fields 0-3 the rows the corners are read from
-// (clamped into [0, L-1], int32 bits), 4-7 their read weights, 8 the mask
-// of corners inside the level (int32 bits), 9 the attention weight (0 for
-// a sample that does not count). Read it through the accessors below.
-// weights: the read weights, or (for the forward) the read weights times the
-// attention weight. With gradient_fields, four more fields: 10-11 the
-// fractions fx, fy, 12-13 the gradient scales (what the per-sample gradients
-// need besides the dots).
-enum class CornerWeights { plain, times_attention };
+// of it in one small buffer. Each pipeline's table holds only the fields it
+// reads (Halide computes every field of a table):
+//   forward: 0-3 the rows the corners are read from (clamped into [0, L-1],
+//            int32 bits), 4-7 their read weights times the attention weight,
+//            8 the mask of corners inside the level (int32 bits)
+//   scatter: the same with plain read weights, and 9 the attention weight
+//            (0 for a sample that does not count)
+//   sample:  0-3 the rows, 4 the mask, 5 the attention weight, 6-7 the
+//            fractions fx, fy, 8-9 the gradient scales
+// Read it through CornerEntry.
+enum class CornerTable { forward, scatter, sample };
+struct CornerLayout {
+    int weight = -1, mask = -1, attention = -1, fx = -1, fy = -1, scale_x = -1, scale_y = -1;
+    int fields = 0;
+    static CornerLayout of(CornerTable table);
+};
 Halide::Func corner_table(const MsdaInputs &in, const MsdaVars &v, const Halide::Func &geometry,
-                          const Halide::Var &field, CornerWeights weights, bool gradient_fields = false);
-constexpr int kCornerRow = 0, kCornerWeight = 4, kCornerMask = 8, kCornerAttention = 9, kCornerFields = 10;
-constexpr int kCornerFx = 10, kCornerFy = 11, kCornerScaleX = 12, kCornerScaleY = 13, kCornerGradientFields = 14;
+                          const Halide::Var &field, CornerTable table);
 
 // One sample's entries of a corner table. The corner may be a constant or
 // an Expr (a reduction variable).
 struct CornerEntry {
     const Halide::Func &table;
+    CornerLayout layout;
     std::vector<Halide::Expr> sample;  // (p, l, h, q, b)
     Halide::Expr row(const Halide::Expr &corner, const MsdaInputs &in) const;  // promised in [0, L-1]
     Halide::Expr weight(const Halide::Expr &corner) const;
@@ -91,6 +97,7 @@ struct ForwardPipeline {
     std::vector<Halide::Func> geometry_stages;
     Halide::Func corners;      // corner_table
     Halide::Var field{"field"};  // the corner table's first dimension
+    CornerLayout layout = CornerLayout::of(CornerTable::forward);
     Halide::Func accumulated;  // (c, h, q, b): the sum over (l, p), an update with RDom sum_over
     Halide::Func output;       // (c, h, q, b)
     Halide::RDom sum_over;     // (p, l)
@@ -108,6 +115,7 @@ struct GradValuePipeline {
     std::vector<Halide::Func> geometry_stages;
     Halide::Func corners;     // corner_table
     Halide::Var field{"field"};
+    CornerLayout layout = CornerLayout::of(CornerTable::scatter);
     Halide::Func grad_rows;   // (c, h, q, b): grad_output, as read (a schedule may stage it)
     Halide::Func grad_value;  // (c, h, row, b): zero, then one scatter update
     Halide::RDom scatter;     // (corner, p, l, q)
@@ -120,7 +128,8 @@ GradValuePipeline build_grad_value(const MsdaInputs &in, const Halide::Func &gra
 struct GradSamplePipeline {
     MsdaVars vars;
     Halide::Var field{"field"};
-    Halide::Func corners;  // corner_table with gradient fields
+    Halide::Func corners;  // corner_table
+    CornerLayout layout = CornerLayout::of(CornerTable::sample);
     Halide::Func geometry;
     std::vector<Halide::Func> geometry_stages;
     Halide::Func grad_rows;    // (c, h, q, b): grad_output, as read (a schedule may stage it)

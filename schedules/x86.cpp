@@ -54,7 +54,7 @@ void geometry_per_tile(Func geometry, const std::vector<Func> &stages, const Msd
 // field, sample).
 void corner_table_per_tile(Func corners, const std::vector<Func> &stages, const Var &field,
                            const MsdaVars &v, const LoopLevel &tile, int width, int queries,
-                           int fields = kCornerFields) {
+                           int fields) {
     for (const Func &stage : stages) per_sample_table_per_tile(stage, v, tile, width);
     corners.compute_at(tile)
         .bound(field, 0, fields)
@@ -113,7 +113,7 @@ void schedule_forward(const Target &target, ForwardPipeline &f, const Tunables &
     // The corners of one (tile, level)'s samples, vectorised across queries:
     // the channel loop then only loads rows, weights and the mask.
     const LoopLevel at_tile(f.accumulated, query_tile);
-    corner_table_per_tile(f.corners, f.geometry_stages, f.field, v, at_tile, width, tile);
+    corner_table_per_tile(f.corners, f.geometry_stages, f.field, v, at_tile, width, tile, f.layout.fields);
     f.corners.hoist_storage(LoopLevel(f.output, task));
     for (Func stage : f.geometry_stages) stage.hoist_storage(LoopLevel(f.output, task));
 }
@@ -157,7 +157,7 @@ void schedule_grad_value(const Target &target, GradValuePipeline &f, const Tunab
     }
 
     corner_table_per_tile(f.corners, f.geometry_stages, f.field, v, LoopLevel(f.grad_value, query_tile), width,
-                          tunables.query_tile);
+                          tunables.query_tile, f.layout.fields);
     f.corners.hoist_storage(LoopLevel(f.grad_value, slice));
     for (Func stage : f.geometry_stages) stage.hoist_storage(LoopLevel(f.grad_value, slice));
     f.grad_rows.compute_at(f.grad_value, run).hoist_storage(LoopLevel(f.grad_value, slice));
@@ -193,7 +193,7 @@ void schedule_grad_sample(const Target &target, GradSamplePipeline &f, const Tun
     if (tunables.channels > 0 && tunables.channels % width == 0) partial.update().unroll(channel_outer);
 
     corner_table_per_tile(f.corners, f.geometry_stages, f.field, v, LoopLevel(f.grads, query_tile), width,
-                          tunables.query_tile, kCornerGradientFields);
+                          tunables.query_tile, f.layout.fields);
     f.corners.hoist_storage(LoopLevel(f.grads, task));
     // The run's rows of grad_output for the head, loaded once for all levels.
     f.grad_rows.compute_at(f.grads, v.h).hoist_storage(LoopLevel(f.grads, task));
