@@ -98,6 +98,18 @@ Expr CornerEntry::weight(const Expr &corner) const { return field(layout.weight 
 Expr CornerEntry::mask() const { return reinterpret<int32_t>(field(layout.mask)); }
 Expr CornerEntry::attention() const { return field(layout.attention); }
 
+namespace {
+
+// grad_output as the backward pipelines read it: a Func of its own, so a
+// schedule can stage a run of rows before the samples that use them.
+Func grad_rows(const Func &grad_output, const MsdaVars &v) {
+    Func rows("grad_rows");
+    rows(v.c, v.h, v.q, v.b) = grad_output(v.c, v.h, v.q, v.b);
+    return rows;
+}
+
+}  // namespace
+
 ForwardPipeline build_forward(const MsdaInputs &in) {
     ForwardPipeline f;
     f.vars.queries = in.queries;
@@ -143,8 +155,7 @@ GradValuePipeline build_grad_value(const MsdaInputs &in, const Func &grad_output
     // * g to the rows of its inside corners; a sample that does not count
     // adds nothing (not 0 * g, which a non-finite g would turn into NaN).
     const CornerEntry corners{f.corners, f.layout, {p, l, v.h, q, v.b}};
-    f.grad_rows = Func("grad_rows");
-    f.grad_rows(v.c, v.h, v.q, v.b) = grad_output(v.c, v.h, v.q, v.b);
+    f.grad_rows = grad_rows(grad_output, v);
     Expr contribution = corners.attention() * corners.weight(corner) * f.grad_rows(v.c, v.h, q, v.b);
     f.grad_value = Func("grad_value");
     f.grad_value(v.c, v.h, f.row, v.b) = 0.0f;
@@ -173,8 +184,7 @@ GradSamplePipeline build_grad_sample(const MsdaInputs &in, const Func &grad_outp
     Expr fx = corners.field(f.layout.fx), fy = corners.field(f.layout.fy);
     f.corner_dots = Func("corner_dots");
     f.corner_dots(v.p, v.l, v.h, v.q, v.b) = Tuple(0.0f, 0.0f, 0.0f, 0.0f);
-    f.grad_rows = Func("grad_rows");
-    f.grad_rows(v.c, v.h, v.q, v.b) = grad_output(v.c, v.h, v.q, v.b);
+    f.grad_rows = grad_rows(grad_output, v);
     Expr g = f.grad_rows(f.channel, v.h, v.q, v.b);
     std::vector<Expr> updated;
     for (int corner = 0; corner < kCorners; corner++) {

@@ -40,22 +40,18 @@ void per_sample_table_per_tile(Func table, const MsdaVars &v, const LoopLevel &t
         .vectorize(v.q, width, TailStrategy::GuardWithIf);
 }
 
-// The geometry of a tile of queries and the stages it is derived from, each
-// one vector of queries per sample.
-void geometry_per_tile(Func geometry, const std::vector<Func> &stages, const MsdaVars &v,
-                       const LoopLevel &tile, int width) {
-    for (const Func &stage : stages) per_sample_table_per_tile(stage, v, tile, width);
-    per_sample_table_per_tile(geometry, v, tile, width);
-}
-
 // The packed corner table of a tile of queries: the geometry's stages
 // first, then the table's fields from them (the geometry itself inlined),
 // unrolled so each computes only what it needs, in one buffer of (query,
-// field, sample).
+// field, sample). Their buffers are allocated once per task.
 void corner_table_per_tile(Func corners, const std::vector<Func> &stages, const Var &field,
-                           const MsdaVars &v, const LoopLevel &tile, int width, int queries,
-                           int fields) {
-    for (const Func &stage : stages) per_sample_table_per_tile(stage, v, tile, width);
+                           const MsdaVars &v, const LoopLevel &tile, const LoopLevel &task, int width,
+                           int queries, int fields) {
+    for (Func stage : stages) {
+        per_sample_table_per_tile(stage, v, tile, width);
+        stage.hoist_storage(task);
+    }
+    corners.hoist_storage(task);
     corners.compute_at(tile)
         .bound(field, 0, fields)
         .bound_storage(v.q, queries)
@@ -113,9 +109,8 @@ void schedule_forward(const Target &target, ForwardPipeline &f, const Tunables &
     // The corners of one (tile, level)'s samples, vectorised across queries:
     // the channel loop then only loads rows, weights and the mask.
     const LoopLevel at_tile(f.accumulated, query_tile);
-    corner_table_per_tile(f.corners, f.geometry_stages, f.field, v, at_tile, width, tile, f.layout.fields);
-    f.corners.hoist_storage(LoopLevel(f.output, task));
-    for (Func stage : f.geometry_stages) stage.hoist_storage(LoopLevel(f.output, task));
+    corner_table_per_tile(f.corners, f.geometry_stages, f.field, v, at_tile, LoopLevel(f.output, task), width, tile,
+                          f.layout.fields);
 }
 
 void schedule_grad_value(const Target &target, GradValuePipeline &f, const Tunables &tunables) {
@@ -156,10 +151,8 @@ void schedule_grad_value(const Target &target, GradValuePipeline &f, const Tunab
         scatter.unroll(v.c);
     }
 
-    corner_table_per_tile(f.corners, f.geometry_stages, f.field, v, LoopLevel(f.grad_value, query_tile), width,
-                          tunables.query_tile, f.layout.fields);
-    f.corners.hoist_storage(LoopLevel(f.grad_value, slice));
-    for (Func stage : f.geometry_stages) stage.hoist_storage(LoopLevel(f.grad_value, slice));
+    corner_table_per_tile(f.corners, f.geometry_stages, f.field, v, LoopLevel(f.grad_value, query_tile),
+                          LoopLevel(f.grad_value, slice), width, tunables.query_tile, f.layout.fields);
     f.grad_rows.compute_at(f.grad_value, run).hoist_storage(LoopLevel(f.grad_value, slice));
     vectorize_channels(f.grad_rows, v.c, width, tunables.channels);
 }
@@ -183,22 +176,23 @@ void schedule_grad_sample(const Target &target, GradSamplePipeline &f, const Tun
     // once. Everything lives per sample, in registers.
     RVar channel_outer("channel_outer"), channel_lane("channel_lane");
     Var lane("lane");
+    // Eight lanes: the four corners' partial sums are then reduced together
+    // in one short shuffle tree (sixteen made four long ones).
+    const int lanes = std::min(width, 8);
     Func partial = f.corner_dots.update()
-                       .split(f.channel.x, channel_outer, channel_lane, std::min(width, 8), TailStrategy::GuardWithIf)
+                       .split(f.channel.x, channel_outer, channel_lane, lanes, TailStrategy::GuardWithIf)
                        .rfactor(channel_lane, lane);
     f.corner_dots.compute_at(f.grads, v.p);
     f.corner_dots.update().unroll(channel_lane);
     partial.compute_at(f.grads, v.p).vectorize(lane);
     partial.update().reorder(lane, channel_outer).vectorize(lane);
-    if (tunables.channels > 0 && tunables.channels % width == 0) partial.update().unroll(channel_outer);
+    if (tunables.channels > 0 && tunables.channels % lanes == 0) partial.update().unroll(channel_outer);
 
-    corner_table_per_tile(f.corners, f.geometry_stages, f.field, v, LoopLevel(f.grads, query_tile), width,
-                          tunables.query_tile, f.layout.fields);
-    f.corners.hoist_storage(LoopLevel(f.grads, task));
+    corner_table_per_tile(f.corners, f.geometry_stages, f.field, v, LoopLevel(f.grads, query_tile),
+                          LoopLevel(f.grads, task), width, tunables.query_tile, f.layout.fields);
     // The run's rows of grad_output for the head, loaded once for all levels.
     f.grad_rows.compute_at(f.grads, v.h).hoist_storage(LoopLevel(f.grads, task));
     vectorize_channels(f.grad_rows, v.c, width, tunables.channels);
-    for (Func stage : f.geometry_stages) stage.hoist_storage(LoopLevel(f.grads, task));
 }
 
 }  // namespace msda::schedules::x86
