@@ -118,24 +118,26 @@ msda::Options to_options(const msda_options &options) {
     return result;
 }
 
-msda::ForwardArgs to_forward_args(const msda_forward_args &args) {
-    msda::ForwardArgs result;
+// The inputs both operators take, converted from either C argument struct.
+template <typename CArgs, typename Args>
+void convert_inputs(const CArgs &args, Args &result) {
     result.value = to_view(args.value, "value");
     result.spatial_shapes = to_view(args.spatial_shapes, "spatial_shapes");
     result.level_start_index = to_view(args.level_start_index, "level_start_index");
     result.sampling_locations = to_view(args.sampling_locations, "sampling_locations");
     result.attention_weights = to_view(args.attention_weights, "attention_weights");
+}
+
+msda::ForwardArgs to_forward_args(const msda_forward_args &args) {
+    msda::ForwardArgs result;
+    convert_inputs(args, result);
     result.output = to_view(args.output, "output");
     return result;
 }
 
 msda::BackwardArgs to_backward_args(const msda_backward_args &args) {
     msda::BackwardArgs result;
-    result.value = to_view(args.value, "value");
-    result.spatial_shapes = to_view(args.spatial_shapes, "spatial_shapes");
-    result.level_start_index = to_view(args.level_start_index, "level_start_index");
-    result.sampling_locations = to_view(args.sampling_locations, "sampling_locations");
-    result.attention_weights = to_view(args.attention_weights, "attention_weights");
+    convert_inputs(args, result);
     result.grad_output = to_view(args.grad_output, "grad_output");
     result.grad_value = to_view(args.grad_value, "grad_value");
     result.grad_sampling_locations =
