@@ -26,6 +26,26 @@ void allow_any_strides(Param &param, int dimensions) {
     for (int d = 0; d < dimensions; d++) param.dim(d).set_stride(Expr());
 }
 
+// A stored tensor as the pipelines read it: float32, whatever it is stored
+// as (an inline Func: each element is widened where it is loaded).
+Func widened(const Func &stored, const std::string &name) {
+    Func f(name + "_f32");
+    std::vector<Var> args = stored.args();
+    std::vector<Expr> at(args.begin(), args.end());
+    f(args) = cast<float>(stored(at));
+    return f;
+}
+
+// A result rounded once to its storage type.
+Func rounded(const Func &result, const Type &type, const std::string &name) {
+    if (result.type() == type) return result;
+    Func f(name);
+    std::vector<Var> args = result.args();
+    std::vector<Expr> at(args.begin(), args.end());
+    f(args) = cast(type, result(at));
+    return f;
+}
+
 // Shared by both generators: the inputs, their constraints and estimates.
 template <typename Self>
 class MsdaGeneratorBase : public Generator<Self> {
@@ -40,17 +60,31 @@ public:
     GeneratorParam<int> channels{"channels", 0};
     GeneratorParam<int> query_tile{"query_tile", 16};
     GeneratorParam<int> vector_width{"vector_width", 0};
+    // Storage types: value, attention_weights, output, grad_output and their
+    // gradients share `storage`; sampling_locations and its gradient have
+    // `locations` (float32, or the storage type). Arithmetic is float32
+    // whatever they are: inputs are widened as they are read, results
+    // rounded once as they are written.
+    GeneratorParam<Type> storage{"storage", Float(32)};
+    GeneratorParam<Type> locations{"locations", Float(32)};
 
-    Input<Buffer<float, 4>> value{"value"};  // (c, h, row, b), c dense
+    Input<Buffer<void, 4>> value{"value"};  // (c, h, row, b), c dense
     Input<Buffer<int32_t, 2>> spatial_shapes{"spatial_shapes"};
     Input<Buffer<int32_t, 1>> level_start_index{"level_start_index"};
-    Input<Buffer<float, 5>> locations_x{"locations_x"};
-    Input<Buffer<float, 5>> locations_y{"locations_y"};
-    Input<Buffer<float, 5>> attention_weights{"attention_weights"};
+    Input<Buffer<void, 5>> locations_x{"locations_x"};
+    Input<Buffer<void, 5>> locations_y{"locations_y"};
+    Input<Buffer<void, 5>> attention_weights{"attention_weights"};
     Input<bool> align_corners{"align_corners"};
     Input<bool> border{"border"};
 
 protected:
+    void configure_inputs() {
+        value.set_type(storage);
+        attention_weights.set_type(storage);
+        locations_x.set_type(locations);
+        locations_y.set_type(locations);
+    }
+
     MsdaInputs declare_inputs() {
         allow_any_strides(spatial_shapes, 2);
         allow_any_strides(level_start_index, 1);
@@ -69,12 +103,12 @@ protected:
         attention_weights.set_estimates(per_sample);
 
         MsdaInputs in;
-        in.value = value;
+        in.value = widened(value, "value");
         in.spatial_shapes = spatial_shapes;
         in.level_start_index = level_start_index;
-        in.locations_x = locations_x;
-        in.locations_y = locations_y;
-        in.attention_weights = attention_weights;
+        in.locations_x = widened(locations_x, "locations_x");
+        in.locations_y = widened(locations_y, "locations_y");
+        in.attention_weights = widened(attention_weights, "attention_weights");
         in.rows = value.dim(2).extent();
         in.points = attention_weights.dim(0).extent();
         in.levels = attention_weights.dim(1).extent();
@@ -82,6 +116,8 @@ protected:
         in.channels = channels > 0 ? Expr((int)channels) : value.dim(0).extent();
         in.align_corners = align_corners;
         in.border = border;
+        in.storage = storage;
+        in.locations_storage = locations;
         return in;
     }
 
@@ -96,7 +132,12 @@ protected:
 
 class MsdaForward : public MsdaGeneratorBase<MsdaForward> {
 public:
-    Output<Buffer<float, 4>> output{"output"};  // (c, h, q, b)
+    Output<Buffer<void, 4>> output{"output"};  // (c, h, q, b)
+
+    void configure() {
+        configure_inputs();
+        output.set_type(storage);
+    }
 
     void generate() {
         MsdaInputs in = declare_inputs();
@@ -124,14 +165,24 @@ class MsdaBackward : public MsdaGeneratorBase<MsdaBackward> {
 public:
     GeneratorParam<BackwardPart> part{"part", BackwardPart::value, backward_parts};
 
-    Input<Buffer<float, 4>> grad_output{"grad_output"};  // (c, h, q, b), c dense
+    Input<Buffer<void, 4>> grad_output{"grad_output"};  // (c, h, q, b), c dense
 
+    // grad_value is summed in float32: when it is stored in half precision,
+    // the sums go to a float32 output first (the plan's workspace), then
+    // grad_value holds them rounded once.
     void configure() {
+        configure_inputs();
+        grad_output.set_type(storage);
         if (part == BackwardPart::value) {
-            grad_value_output = add_output<Buffer<float, 4>>("grad_value");
+            if (Type(storage) != Float(32)) {
+                grad_value_sums = add_output<Buffer<void, 4>>("grad_value_sums", Float(32));
+            }
+            grad_value_output = add_output<Buffer<void, 4>>("grad_value", storage);
         } else {
-            int count = part == BackwardPart::sample ? 3 : part == BackwardPart::sampling_locations ? 2 : 1;
-            grads_output = add_output<Func>("grads", std::vector<Type>(count, Float(32)), 5);
+            std::vector<Type> types;
+            if (part != BackwardPart::sampling_locations) types.push_back(storage);
+            if (part != BackwardPart::attention_weights) types.insert(types.end(), 2, locations);
+            grads_output = add_output<Func>("grads", types, 5);
         }
     }
 
@@ -139,18 +190,21 @@ public:
         MsdaInputs in = declare_inputs();
         if (channels > 0) grad_output.dim(0).set_bounds(0, (int)channels);
         grad_output.set_estimates({{0, 32}, {0, 8}, {0, 22223}, {0, 2}});
+        Func grad_output_f32 = widened(grad_output, "grad_output");
         if (part == BackwardPart::value) {
-            value_pipeline = build_grad_value(in, grad_output);
-            Output<Buffer<float, 4>> &out = *grad_value_output;
-            out = value_pipeline.grad_value;
-            if (channels > 0) out.dim(0).set_bounds(0, (int)channels);
-            out.set_estimates({{0, 32}, {0, 8}, {0, 22223}, {0, 2}});
+            value_pipeline = build_grad_value(in, grad_output_f32);
+            if (grad_value_sums) {
+                declare_value_shaped(*grad_value_sums, value_pipeline.grad_value);
+                declare_value_shaped(*grad_value_output, value_pipeline.stored);
+            } else {
+                declare_value_shaped(*grad_value_output, value_pipeline.grad_value);
+            }
         } else {
             SampleGradients which = part == BackwardPart::sample ? SampleGradients::both
                                     : part == BackwardPart::attention_weights
                                         ? SampleGradients::attention_weights
                                         : SampleGradients::sampling_locations;
-            sample_pipeline = build_grad_sample(in, grad_output, which);
+            sample_pipeline = build_grad_sample(in, grad_output_f32, which);
             Output<Func> &out = *grads_output;
             out = sample_pipeline.grads;
             for (OutputImageParam plane : Func(out).output_buffers()) {
@@ -160,9 +214,20 @@ public:
         }
     }
 
+    void declare_value_shaped(Output<Buffer<void, 4>> &out, const Func &f) {
+        out = f;
+        if (channels > 0) out.dim(0).set_bounds(0, (int)channels);
+        out.set_estimates({{0, 32}, {0, 8}, {0, 22223}, {0, 2}});
+    }
+
     void schedule() {
         if (part == BackwardPart::value) {
-            value_pipeline.grad_value = *grad_value_output;
+            if (grad_value_sums) {
+                value_pipeline.grad_value = *grad_value_sums;
+                value_pipeline.stored = *grad_value_output;
+            } else {
+                value_pipeline.grad_value = *grad_value_output;
+            }
             schedules::schedule_grad_value(get_target(), value_pipeline, tunables());
         } else {
             sample_pipeline.grads = *grads_output;
@@ -171,7 +236,8 @@ public:
     }
 
 private:
-    Output<Buffer<float, 4>> *grad_value_output = nullptr;
+    Output<Buffer<void, 4>> *grad_value_sums = nullptr;
+    Output<Buffer<void, 4>> *grad_value_output = nullptr;
     Output<Func> *grads_output = nullptr;
     GradValuePipeline value_pipeline;
     GradSamplePipeline sample_pipeline;

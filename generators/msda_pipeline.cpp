@@ -136,7 +136,7 @@ ForwardPipeline build_forward(const MsdaInputs &in) {
     f.accumulated(v.c, v.h, v.q, v.b) = 0.0f;
     f.accumulated(v.c, v.h, v.q, v.b) += select(algebra::sample_counts(corners.mask()), sample, 0.0f);
     f.output = Func("output");
-    f.output(v.c, v.h, v.q, v.b) = f.accumulated(v.c, v.h, v.q, v.b);
+    f.output(v.c, v.h, v.q, v.b) = cast(in.storage, f.accumulated(v.c, v.h, v.q, v.b));
     return f;
 }
 
@@ -161,6 +161,10 @@ GradValuePipeline build_grad_value(const MsdaInputs &in, const Func &grad_output
     f.grad_value(v.c, v.h, f.row, v.b) = 0.0f;
     f.grad_value(v.c, v.h, corners.row(corner, in), v.b) +=
         select(algebra::sample_counts(corners.mask()), contribution, 0.0f);
+    if (in.storage != Float(32)) {
+        f.stored = Func("grad_value_stored");
+        f.stored(v.c, v.h, f.row, v.b) = cast(in.storage, f.grad_value(v.c, v.h, f.row, v.b));
+    }
     return f;
 }
 
@@ -199,20 +203,24 @@ GradSamplePipeline build_grad_sample(const MsdaInputs &in, const Func &grad_outp
         dot[corner] = select(algebra::corner_is_inside(mask, corner), dots[corner], 0.0f);
     }
 
+    // Each result is rounded once, to the storage type of the tensor it is
+    // the gradient of.
     std::vector<Expr> results;
     if (which != SampleGradients::sampling_locations) {
         Expr grad_attention = 0.0f;
         for (int corner = 0; corner < kCorners; corner++) {
             grad_attention += algebra::corner_weight(fx, fy, corner) * dot[corner];
         }
-        results.push_back(grad_attention);
+        results.push_back(cast(in.storage, grad_attention));
     }
     if (which != SampleGradients::attention_weights) {
         Expr counts = algebra::sample_counts(mask);
-        results.push_back(select(
-            counts, attention * algebra::d_sample_dx(dot, fy) * corners.field(f.layout.scale_x), 0.0f));
-        results.push_back(select(
-            counts, attention * algebra::d_sample_dy(dot, fx) * corners.field(f.layout.scale_y), 0.0f));
+        results.push_back(cast(in.locations_storage,
+                               select(counts, attention * algebra::d_sample_dx(dot, fy) *
+                                                  corners.field(f.layout.scale_x), 0.0f)));
+        results.push_back(cast(in.locations_storage,
+                               select(counts, attention * algebra::d_sample_dy(dot, fx) *
+                                                  corners.field(f.layout.scale_y), 0.0f)));
     }
     f.grads = Func("grads");
     f.grads(v.p, v.l, v.h, v.q, v.b) = results.size() == 1 ? Tuple(results[0]) : Tuple(results);

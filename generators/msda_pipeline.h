@@ -23,6 +23,10 @@ struct MsdaInputs {
     Halide::Expr queries; // N_q
     Halide::Expr channels;
     Halide::Expr align_corners, border;  // bool run-time flags
+    // How results are stored: outputs and the gradients of value and
+    // attention_weights in `storage`, the gradient of sampling_locations in
+    // `locations_storage`. The Funcs above read float32 (widened on load).
+    Halide::Type storage = Halide::Float(32), locations_storage = Halide::Float(32);
 };
 
 // The loop variables shared by all pipelines.
@@ -99,7 +103,7 @@ struct ForwardPipeline {
     Halide::Var field{"field"};  // the corner table's first dimension
     CornerLayout layout = CornerLayout::of(CornerTable::forward);
     Halide::Func accumulated;  // (c, h, q, b): the sum over (l, p), an update with RDom sum_over
-    Halide::Func output;       // (c, h, q, b)
+    Halide::Func output;       // (c, h, q, b), the sums rounded to the storage type
     Halide::RDom sum_over;     // (p, l)
 };
 ForwardPipeline build_forward(const MsdaInputs &in);
@@ -117,8 +121,11 @@ struct GradValuePipeline {
     Halide::Var field{"field"};
     CornerLayout layout = CornerLayout::of(CornerTable::scatter);
     Halide::Func grad_rows;   // (c, h, q, b): grad_output, as read (a schedule may stage it)
-    Halide::Func grad_value;  // (c, h, row, b): zero, then one scatter update
+    Halide::Func grad_value;  // (c, h, row, b): zero, then one scatter update, in float32
     Halide::RDom scatter;     // (corner, p, l, q)
+    // grad_value rounded to the storage type, when that is not float32
+    // (undefined otherwise): the sums are made in float32 and rounded once.
+    Halide::Func stored;
 };
 GradValuePipeline build_grad_value(const MsdaInputs &in, const Halide::Func &grad_output);
 
@@ -135,7 +142,7 @@ struct GradSamplePipeline {
     Halide::Func grad_rows;    // (c, h, q, b): grad_output, as read (a schedule may stage it)
     Halide::Func corner_dots;  // (p, l, h, q, b) -> Tuple of 4 dots, a reduction over channel
     Halide::RDom channel;      // (c)
-    Halide::Func grads;        // (p, l, h, q, b) -> Tuple of the asked-for gradients
+    Halide::Func grads;        // (p, l, h, q, b) -> Tuple of the asked-for gradients, stored types
 };
 enum class SampleGradients { both, attention_weights, sampling_locations };
 GradSamplePipeline build_grad_sample(const MsdaInputs &in, const Halide::Func &grad_output,

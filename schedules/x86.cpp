@@ -61,6 +61,17 @@ void corner_table_per_tile(Func corners, const std::vector<Func> &stages, const 
         .unroll(field);
 }
 
+// A pass over a value-shaped Func (c, h, row, b) in memory order: whole rows
+// (every head), blocks of rows per parallel task.
+void in_memory_order(Func f, const MsdaVars &v, const Var &row, int width, int channels) {
+    Var block("block"), rows("rows"), task("task");
+    f.reorder(v.c, v.h, row, v.b)
+        .split(row, block, rows, 256, TailStrategy::GuardWithIf)
+        .fuse(block, v.b, task)
+        .parallel(task);
+    vectorize_channels(f, v.c, width, channels);
+}
+
 }  // namespace
 
 // Queries whose rows of grad_output the scatter keeps at hand while it walks
@@ -124,12 +135,7 @@ void schedule_grad_value(const Target &target, GradValuePipeline &f, const Tunab
     // are bitwise identical for any thread count, without atomics.
     // The zero-fill walks memory in order: whole rows (every head), blocks of
     // rows per task.
-    Var block("block"), rows("rows");
-    f.grad_value.reorder(v.c, v.h, f.row, v.b)
-        .split(f.row, block, rows, 256, TailStrategy::GuardWithIf)
-        .fuse(block, v.b, slice)
-        .parallel(slice);
-    vectorize_channels(f.grad_value, v.c, width, tunables.channels);
+    in_memory_order(f.grad_value, v, f.row, width, tunables.channels);
 
     // Per slice, runs of queries; inside a run, level by level (one level's
     // slice of one head is the working set of the read-modify-writes), over
@@ -155,6 +161,12 @@ void schedule_grad_value(const Target &target, GradValuePipeline &f, const Tunab
                           LoopLevel(f.grad_value, slice), width, tunables.query_tile, f.layout.fields);
     f.grad_rows.compute_at(f.grad_value, run).hoist_storage(LoopLevel(f.grad_value, slice));
     vectorize_channels(f.grad_rows, v.c, width, tunables.channels);
+
+    // Half-precision storage: the float32 sums rounded once, in memory order.
+    if (f.stored.defined()) {
+        if (tunables.channels > 0) f.stored.bound(v.c, 0, tunables.channels);
+        in_memory_order(f.stored, v, f.row, width, tunables.channels);
+    }
 }
 
 void schedule_grad_sample(const Target &target, GradSamplePipeline &f, const Tunables &tunables) {

@@ -26,8 +26,10 @@ struct DefaultThreadsOnExit {
     ~DefaultThreadsOnExit() { msda::set_num_threads(0); }
 };
 
-ProblemSpec colliding_problem(std::int64_t channels, bool border, std::uint64_t seed) {
+ProblemSpec colliding_problem(std::int64_t channels, bool border, std::uint64_t seed,
+                              msda::DType dtype = msda::DType::f32) {
     ProblemSpec spec;
+    spec.dtype = dtype;
     spec.name = "colliding";
     spec.batch = 2;
     spec.queries = 300;
@@ -44,15 +46,15 @@ ProblemSpec colliding_problem(std::int64_t channels, bool border, std::uint64_t 
 
 // Raw storage of every output, in a fixed order.
 struct Bits {
-    std::vector<float> output, grad_value, grad_sampling_locations, grad_attention_weights;
+    std::vector<std::uint8_t> output, grad_value, grad_sampling_locations, grad_attention_weights;
 };
 
 Bits run_once(const ProblemData &data) {
     LibraryTensors tensors(data);
     msda::forward(tensors.forward_args(), data.spec.options);
     msda::backward(tensors.backward_args(), data.spec.options);
-    return {tensors.output.storage(), tensors.grad_value.storage(), tensors.grad_sampling_locations.storage(),
-            tensors.grad_attention_weights.storage()};
+    return {tensors.output.bytes(), tensors.grad_value.bytes(), tensors.grad_sampling_locations.bytes(),
+            tensors.grad_attention_weights.bytes()};
 }
 
 void expect_same_bits(const Bits &a, const Bits &b) {
@@ -63,12 +65,15 @@ void expect_same_bits(const Bits &a, const Bits &b) {
     EXPECT_TRUE(bitwise_equal("grad_attention_weights", a.grad_attention_weights, b.grad_attention_weights));
 }
 
-class Determinism : public ::testing::TestWithParam<std::tuple<std::int64_t, bool>> {};
+// C_h, border mode, storage dtype (half storage sums grad_value in float32
+// in a workspace, then rounds).
+using DeterminismCase = std::tuple<std::int64_t, bool, msda::DType>;
+class Determinism : public ::testing::TestWithParam<DeterminismCase> {};
 
 TEST_P(Determinism, RepeatedRunsAndThreadCountsGiveTheSameBits) {
     DefaultThreadsOnExit restore;
-    const auto [channels, border] = GetParam();
-    const ProblemData data(colliding_problem(channels, border, 31 + channels));
+    const auto [channels, border, dtype] = GetParam();
+    const ProblemData data(colliding_problem(channels, border, 31 + channels, dtype));
     SCOPED_TRACE(data.spec.describe());
 
     msda::set_num_threads(1);
@@ -76,7 +81,7 @@ TEST_P(Determinism, RepeatedRunsAndThreadCountsGiveTheSameBits) {
     ASSERT_NO_THROW(first = run_once(data));
     // 300 queries x 3 levels x 4 points scatter into 10 value rows per
     // (batch, head): hundreds of contributions per row. The run did write.
-    ASSERT_FALSE(LibraryTensors(data).grad_value.storage() == first.grad_value);
+    ASSERT_FALSE(LibraryTensors(data).grad_value.bytes() == first.grad_value);
 
     for (int repeat = 0; repeat < 3; repeat++) {
         SCOPED_TRACE(::testing::Message() << "1 thread, repeat " << repeat);
@@ -97,10 +102,13 @@ TEST_P(Determinism, RepeatedRunsAndThreadCountsGiveTheSameBits) {
 
 INSTANTIATE_TEST_SUITE_P(Colliding, Determinism,
                          ::testing::Combine(::testing::Values(std::int64_t{32}, std::int64_t{17}),
-                                            ::testing::Bool()),
-                         [](const ::testing::TestParamInfo<std::tuple<std::int64_t, bool>> &info) {
+                                            ::testing::Bool(),
+                                            ::testing::Values(msda::DType::f32, msda::DType::f16,
+                                                              msda::DType::bf16)),
+                         [](const ::testing::TestParamInfo<DeterminismCase> &info) {
                              return "c" + std::to_string(std::get<0>(info.param)) +
-                                    (std::get<1>(info.param) ? "_border" : "_zeros");
+                                    (std::get<1>(info.param) ? "_border_" : "_zeros_") +
+                                    msda::dtype_name(std::get<2>(info.param));
                          });
 
 // Four threads at once, each on its own problem (different C_h, so different
@@ -146,12 +154,13 @@ TEST(ThreadSafety, ConcurrentCallsMatchSerialCalls) {
 }
 
 // SPEC of Plan: immutable, may be run from several threads at once. One plan,
-// four threads, four different inputs of the plan's sizes.
+// four threads (each with its own workspace), four different inputs of the
+// plan's sizes; in bfloat16, whose backward uses the workspace.
 TEST(ThreadSafety, OnePlanSharedByFourThreads) {
     DefaultThreadsOnExit restore;
     msda::set_num_threads(2);
     std::vector<ProblemData> problems;
-    for (int i = 0; i < 4; i++) problems.emplace_back(colliding_problem(32, false, 900 + i));
+    for (int i = 0; i < 4; i++) problems.emplace_back(colliding_problem(32, false, 900 + i, msda::DType::bf16));
     std::vector<Bits> serial(problems.size());
     for (std::size_t i = 0; i < problems.size(); i++) ASSERT_NO_THROW(serial[i] = run_once(problems[i]));
 
@@ -169,9 +178,9 @@ TEST(ThreadSafety, OnePlanSharedByFourThreads) {
                     LibraryTensors tensors(problems[i]);
                     plan.forward(tensors.forward_args(), workspace.data(), workspace.size());
                     plan.backward(tensors.backward_args(), workspace.data(), workspace.size());
-                    Bits bits{tensors.output.storage(), tensors.grad_value.storage(),
-                              tensors.grad_sampling_locations.storage(),
-                              tensors.grad_attention_weights.storage()};
+                    Bits bits{tensors.output.bytes(), tensors.grad_value.bytes(),
+                              tensors.grad_sampling_locations.bytes(),
+                              tensors.grad_attention_weights.bytes()};
                     if (round == 0) {
                         concurrent[i] = bits;
                     } else if (!bitwise_equal("grad_value", bits.grad_value, concurrent[i].grad_value)) {

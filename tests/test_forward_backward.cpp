@@ -5,10 +5,9 @@
 // three gradients to SPEC's f32 rule: max abs error <= 1e-5 * the largest
 // magnitude of the reference tensor.
 //
-// The grid pairs axes instead of multiplying them out: every problem shape
-// meets every kind of sampling location, and the four option flags (value
-// layout, locations layout, align_corners, padding_mode) and the two index
-// dtypes rotate through all their combinations across the cases.
+// The grid (core_grid.h) pairs axes instead of multiplying them out: every
+// problem shape meets every kind of sampling location, and the four option
+// flags and the two index dtypes rotate through all their combinations.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -18,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core_grid.h"
 #include "test_util.h"
 
 namespace {
@@ -32,142 +32,15 @@ using msda::testing::ProblemData;
 using msda::testing::ProblemSpec;
 using msda::testing::StridedTensor;
 using Level = msda::reference::Level;
-
-// Sizes of one problem; options and locations come from the rotation.
-struct Shape {
-    const char *name;
-    std::int64_t batch, queries, heads, channels, points;
-    std::vector<Level> levels;
-    std::int64_t padding;
-};
-
-// Every C_h of the brief (32 and 64 run compile-time-specialised code, the
-// rest the generic code), levels with H or W = 1, 6 and 17 levels, up to 18
-// points, N_q in {0, 1, 300}, B in {0, 1, 3}, and padded strides on the
-// outer dimensions of every tensor.
-const std::vector<Shape> &shapes() {
-    // clang-format off
-    static const std::vector<Shape> all = {
-        {"c1_one_pixel", 1, 1, 1, 1, 1, {{1, 1}}, 0},
-        {"c3_lines", 3, 7, 2, 3, 2, {{1, 5}, {4, 1}, {1, 1}}, 0},
-        {"c8_pyramid_q300", 1, 300, 2, 8, 4, {{8, 8}, {4, 4}, {2, 2}, {1, 1}}, 0},
-        {"c17_p17_padded", 3, 33, 3, 17, 17, {{6, 7}, {3, 3}}, 2},
-        {"c32_detr_q300", 2, 300, 4, 32, 4, {{16, 16}, {8, 8}, {4, 4}, {2, 2}}, 0},
-        {"c64_six_levels_padded", 1, 45, 2, 64, 3, {{9, 5}, {5, 3}, {3, 2}, {2, 1}, {1, 1}, {1, 4}}, 3},
-        {"c256", 1, 20, 1, 256, 2, {{4, 8}, {2, 3}}, 0},
-        {"c32_b3_q1_padded", 3, 1, 2, 32, 5, {{5, 3}, {3, 5}, {1, 2}}, 5},
-        {"c64_b3_q1", 3, 1, 1, 64, 1, {{2, 2}}, 0},
-        {"c17_six_levels_p17_q300", 1, 300, 2, 17, 17, {{4, 4}, {2, 8}, {8, 2}, {1, 1}, {3, 3}, {1, 16}}, 0},
-        {"c256_padded", 2, 9, 2, 256, 3, {{3, 4}, {2, 2}}, 1},
-        // No caps: more heads, levels and points than the vendors' 16.
-        {"c3_h17_l17_p18", 1, 5, 17, 3, 18,
-         {{1, 1}, {1, 2}, {2, 1}, {2, 2}, {1, 3}, {3, 1}, {2, 3}, {3, 2}, {3, 3},
-          {1, 4}, {4, 1}, {2, 4}, {4, 2}, {1, 5}, {5, 1}, {1, 1}, {2, 2}}, 0},
-        {"c32_no_queries", 2, 0, 2, 32, 4, {{4, 4}, {2, 2}}, 0},
-        {"c8_no_batch", 0, 10, 2, 8, 2, {{3, 3}}, 0},
-        {"c3_nothing", 0, 0, 1, 3, 1, {{2, 2}}, 0},
-    };
-    // clang-format on
-    return all;
-}
-
-constexpr std::array<Locations, 6> kLocationKinds = {Locations::inside,        Locations::outside,
-                                                     Locations::pixel_centres, Locations::gate_boundary,
-                                                     Locations::non_finite,    Locations::far_outside};
-
-// The 16 combinations of the four option flags, by index (bit 0: value
-// layout, 1: locations layout, 2: align_corners, 3: padding_mode).
-msda::Options options_for(int combination) {
-    msda::Options options;
-    options.value_layout = (combination & 1) ? msda::ValueLayout::BNLC : msda::ValueLayout::BLNC;
-    options.locations_layout =
-        (combination & 2) ? msda::LocationsLayout::B2QHLP : msda::LocationsLayout::BQHLP2;
-    options.align_corners = (combination & 4) != 0;
-    options.padding_mode = (combination & 8) ? msda::PaddingMode::border : msda::PaddingMode::zeros;
-    return options;
-}
-
-int combination_of(const msda::Options &options) {
-    return (options.value_layout == msda::ValueLayout::BNLC ? 1 : 0) |
-           (options.locations_layout == msda::LocationsLayout::B2QHLP ? 2 : 0) |
-           (options.align_corners ? 4 : 0) | (options.padding_mode == msda::PaddingMode::border ? 8 : 0);
-}
-
-std::vector<ProblemSpec> grid() {
-    std::vector<ProblemSpec> cases;
-    int index = 0;
-    for (std::size_t s = 0; s < shapes().size(); s++) {
-        const Shape &shape = shapes()[s];
-        for (std::size_t k = 0; k < kLocationKinds.size(); k++, index++) {
-            ProblemSpec spec;
-            spec.name = std::string(shape.name) + "_" + msda::testing::locations_name(kLocationKinds[k]);
-            spec.batch = shape.batch;
-            spec.queries = shape.queries;
-            spec.heads = shape.heads;
-            spec.channels = shape.channels;
-            spec.points = shape.points;
-            spec.levels = shape.levels;
-            spec.padding = shape.padding;
-            spec.locations = kLocationKinds[k];
-            // 3 * shape + kind: every kind of location meets every value of
-            // every pair of flags, and all 16 combinations occur.
-            spec.options = options_for(static_cast<int>(3 * s + k) % 16);
-            spec.shapes_dtype = (index / 2) % 2 ? msda::DType::i64 : msda::DType::i32;
-            spec.start_dtype = (index / 3) % 2 ? msda::DType::i64 : msda::DType::i32;
-            spec.seed = 1000 + index;
-            cases.push_back(spec);
-        }
-    }
-    return cases;
-}
-
-// What one library run produced, canonical order, plus the raw storage for
-// bitwise comparisons.
-struct LibraryResults {
-    std::vector<float> output, grad_value, grad_sampling_locations, grad_attention_weights;
-};
-
-LibraryResults canonical_results(const LibraryTensors &tensors) {
-    return {tensors.output.canonical(), tensors.grad_value.canonical(),
-            tensors.grad_sampling_locations.canonical(), tensors.grad_attention_weights.canonical()};
-}
-
-// The gaps of padded strides and the guard bands around every view still
-// hold the sentinel: nothing was read-modified-written outside a tensor.
-void expect_nothing_written_outside_views(const LibraryTensors &tensors) {
-    EXPECT_TRUE(tensors.output.outside_view_holds(kSentinel)) << "output";
-    EXPECT_TRUE(tensors.grad_value.outside_view_holds(kSentinel)) << "grad_value";
-    EXPECT_TRUE(tensors.grad_sampling_locations.outside_view_holds(kSentinel)) << "grad_sampling_locations";
-    EXPECT_TRUE(tensors.grad_attention_weights.outside_view_holds(kSentinel)) << "grad_attention_weights";
-}
-
-// Inputs are read-only: bit for bit what was stored, gaps untouched. (Their
-// gaps hold NaN, so a read outside a view would also show in the results.)
-void expect_inputs_unchanged(const LibraryTensors &tensors, const ProblemData &data) {
-    EXPECT_TRUE(bitwise_equal("value", tensors.value.canonical(), data.value));
-    EXPECT_TRUE(
-        bitwise_equal("sampling_locations", tensors.sampling_locations.canonical(), data.sampling_locations));
-    EXPECT_TRUE(
-        bitwise_equal("attention_weights", tensors.attention_weights.canonical(), data.attention_weights));
-    EXPECT_TRUE(bitwise_equal("grad_output", tensors.grad_output.canonical(), data.grad_output));
-    EXPECT_TRUE(tensors.value.outside_view_holds(kPoison)) << "value";
-    EXPECT_TRUE(tensors.sampling_locations.outside_view_holds(kPoison)) << "sampling_locations";
-    EXPECT_TRUE(tensors.attention_weights.outside_view_holds(kPoison)) << "attention_weights";
-    EXPECT_TRUE(tensors.grad_output.outside_view_holds(kPoison)) << "grad_output";
-}
-
-void expect_matches_reference(const ProblemData &data, const LibraryResults &results) {
-    const msda::reference::Problem problem = data.reference_problem();
-    const std::vector<double> output = msda::reference::forward(problem);
-    const msda::reference::Gradients gradients =
-        msda::reference::backward(problem, data.grad_output_double());
-    EXPECT_TRUE(matches_reference("output", results.output, output));
-    EXPECT_TRUE(matches_reference("grad_value", results.grad_value, gradients.value));
-    EXPECT_TRUE(matches_reference("grad_sampling_locations", results.grad_sampling_locations,
-                                  gradients.sampling_locations));
-    EXPECT_TRUE(matches_reference("grad_attention_weights", results.grad_attention_weights,
-                                  gradients.attention_weights));
-}
+using msda::testing::canonical_results;
+using msda::testing::combination_of;
+using msda::testing::expect_inputs_unchanged;
+using msda::testing::expect_matches_reference;
+using msda::testing::expect_nothing_written_outside_views;
+using msda::testing::LibraryResults;
+using msda::testing::grid;
+using msda::testing::kLocationKinds;
+using msda::testing::options_for;
 
 // The locations a case promises are really there: most coordinates aimed at
 // a pixel centre or at the gate land on it exactly.
@@ -234,12 +107,12 @@ TEST_P(ForwardBackwardGrid, PlanMatchesOneShot) {
     ASSERT_NO_THROW(plan.forward(planned.forward_args(), workspace.data(), workspace.size()));
     ASSERT_NO_THROW(plan.backward(planned.backward_args(), workspace.data(), workspace.size()));
 
-    EXPECT_TRUE(bitwise_equal("output", planned.output.storage(), one_shot.output.storage()));
-    EXPECT_TRUE(bitwise_equal("grad_value", planned.grad_value.storage(), one_shot.grad_value.storage()));
-    EXPECT_TRUE(bitwise_equal("grad_sampling_locations", planned.grad_sampling_locations.storage(),
-                              one_shot.grad_sampling_locations.storage()));
-    EXPECT_TRUE(bitwise_equal("grad_attention_weights", planned.grad_attention_weights.storage(),
-                              one_shot.grad_attention_weights.storage()));
+    EXPECT_TRUE(bitwise_equal("output", planned.output.bytes(), one_shot.output.bytes()));
+    EXPECT_TRUE(bitwise_equal("grad_value", planned.grad_value.bytes(), one_shot.grad_value.bytes()));
+    EXPECT_TRUE(bitwise_equal("grad_sampling_locations", planned.grad_sampling_locations.bytes(),
+                              one_shot.grad_sampling_locations.bytes()));
+    EXPECT_TRUE(bitwise_equal("grad_attention_weights", planned.grad_attention_weights.bytes(),
+                              one_shot.grad_attention_weights.bytes()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, ForwardBackwardGrid, ::testing::ValuesIn(grid()),

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "msda/half.hpp"
 #include "msda/msda.hpp"
 #include "msda_reference.h"
 
@@ -55,24 +56,46 @@ private:
 };
 
 // ----------------------------------------------------------------------------
-// A strided float32 tensor in host memory.
+// Storage dtypes: a float32 value as a tensor of `dtype` holds it, and back.
+
+inline bool is_half(msda::DType dtype) { return dtype == msda::DType::f16 || dtype == msda::DType::bf16; }
+
+inline std::uint16_t to_half(float value, msda::DType dtype) {
+    return dtype == msda::DType::f16 ? msda::float_to_f16(value) : msda::float_to_bf16(value);
+}
+inline float from_half(std::uint16_t bits, msda::DType dtype) {
+    return dtype == msda::DType::f16 ? msda::f16_to_float(bits) : msda::bf16_to_float(bits);
+}
+
+// `value` as a tensor of `dtype` stores it (rounded to nearest, ties to even).
+inline float stored(float value, msda::DType dtype) {
+    return is_half(dtype) ? from_half(to_half(value, dtype), dtype) : value;
+}
+inline std::vector<float> stored(std::vector<float> values, msda::DType dtype) {
+    for (float &v : values) v = stored(v, dtype);
+    return values;
+}
+
+// ----------------------------------------------------------------------------
+// A strided tensor in host memory, float32 or a half-precision dtype.
 //
 // Elements are addressed by their canonical multi-index (the reference's
-// layout). The view's dimension i is canonical dimension order[i]; memory is
-// allocated in the view's row-major order, so `order` is the layout. With
-// padding > 0 every stride but the innermost grows by that many elements,
-// leaving gaps no call may touch; innermost_stride > 1 spreads the innermost
-// dimension too (allowed for the per-sample tensors, whose innermost dimension
-// is not a channel dimension). Guard bands of the same sentinel surround
-// the view, so any write outside it shows.
+// layout) and exchanged as float32 (rounded to nearest even when the tensor
+// is half precision). The view's dimension i is canonical dimension
+// order[i]; memory is allocated in the view's row-major order, so `order` is
+// the layout. With padding > 0 every stride but the innermost grows by that
+// many elements, leaving gaps no call may touch; innermost_stride > 1 spreads
+// the innermost dimension too (allowed for the per-sample tensors, whose
+// innermost dimension is not a channel dimension). Guard bands of the same
+// sentinel surround the view, so any write outside it shows.
 
 class StridedTensor {
 public:
     StridedTensor() = default;
 
     StridedTensor(std::vector<std::int64_t> canonical_shape, std::vector<int> order, std::int64_t padding = 0,
-                  std::int64_t innermost_stride = 1, float fill = kSentinel)
-        : canonical_shape_(std::move(canonical_shape)), order_(std::move(order)) {
+                  std::int64_t innermost_stride = 1, float fill = kSentinel, msda::DType dtype = msda::DType::f32)
+        : canonical_shape_(std::move(canonical_shape)), order_(std::move(order)), dtype_(dtype) {
         const int rank = static_cast<int>(canonical_shape_.size());
         if (order_.empty()) {
             order_.resize(rank);
@@ -93,18 +116,26 @@ public:
             span = 1;
             for (int i = 0; i < rank; i++) span += (view_shape_[i] - 1) * view_strides_[i];
         }
-        storage_.assign(static_cast<std::size_t>(span + 2 * kGuard), fill);
+        const std::size_t elements = static_cast<std::size_t>(span + 2 * kGuard);
+        if (is_half(dtype_)) {
+            half_.assign(elements, to_half(fill, dtype_));
+        } else {
+            storage_.assign(elements, fill);
+        }
         build_offsets();
     }
 
     std::int64_t numel() const { return numel_; }
+    msda::DType dtype() const { return dtype_; }
+    // float32 tensors only.
     float *data() { return storage_.data() + kGuard; }
     const float *data() const { return storage_.data() + kGuard; }
 
     msda::TensorView view() const {
         msda::TensorView v;
-        v.data = const_cast<float *>(data());
-        v.dtype = msda::DType::f32;
+        v.data = is_half(dtype_) ? static_cast<void *>(const_cast<std::uint16_t *>(half_.data() + kGuard))
+                                 : static_cast<void *>(const_cast<float *>(data()));
+        v.dtype = dtype_;
         v.rank = static_cast<int>(view_shape_.size());
         for (int i = 0; i < v.rank; i++) {
             v.shape[i] = view_shape_[i];
@@ -114,45 +145,70 @@ public:
     }
 
     // Every storage element (gaps and guard bands included) set to `value`.
-    void fill(float value) { std::fill(storage_.begin(), storage_.end(), value); }
+    void fill(float value) {
+        if (is_half(dtype_)) {
+            std::fill(half_.begin(), half_.end(), to_half(value, dtype_));
+        } else {
+            std::fill(storage_.begin(), storage_.end(), value);
+        }
+    }
 
     // Writes the view's elements from canonical row-major order.
     void set_canonical(const std::vector<float> &values) {
         EXPECT_EQ(static_cast<std::int64_t>(values.size()), numel_);
-        for (std::int64_t k = 0; k < numel_; k++) data()[offsets_[k]] = values[k];
+        for (std::int64_t k = 0; k < numel_; k++) {
+            if (is_half(dtype_)) {
+                half_[kGuard + offsets_[k]] = to_half(values[k], dtype_);
+            } else {
+                data()[offsets_[k]] = values[k];
+            }
+        }
     }
 
     // Reads the view's elements in canonical row-major order.
     std::vector<float> canonical() const {
         std::vector<float> values(static_cast<std::size_t>(numel_));
-        for (std::int64_t k = 0; k < numel_; k++) values[k] = data()[offsets_[k]];
+        for (std::int64_t k = 0; k < numel_; k++) {
+            values[k] = is_half(dtype_) ? from_half(half_[kGuard + offsets_[k]], dtype_) : data()[offsets_[k]];
+        }
         return values;
     }
 
     // True when every storage element the view does not address (padding
-    // gaps and guard bands) still holds `value`.
+    // gaps and guard bands) still holds `value` (as this dtype stores it).
     bool outside_view_holds(float value) const {
-        std::vector<bool> addressed(storage_.size(), false);
+        std::vector<bool> addressed(element_count(), false);
         for (std::int64_t offset : offsets_) addressed[offset + kGuard] = true;
-        for (std::size_t i = 0; i < storage_.size(); i++) {
-            if (!addressed[i] && std::memcmp(&storage_[i], &value, sizeof(float)) != 0) return false;
+        for (std::size_t i = 0; i < element_count(); i++) {
+            if (!addressed[i] && !element_holds(i, value)) return false;
         }
         return true;
     }
 
     // True when every element of the storage holds `value`, bit for bit.
     bool all_hold(float value) const {
-        for (float element : storage_) {
-            if (std::memcmp(&element, &value, sizeof(float)) != 0) return false;
+        for (std::size_t i = 0; i < element_count(); i++) {
+            if (!element_holds(i, value)) return false;
         }
         return true;
     }
 
-    // The whole storage, for bitwise comparisons.
-    const std::vector<float> &storage() const { return storage_; }
+    // The whole storage as bytes, for bitwise comparisons.
+    std::vector<std::uint8_t> bytes() const {
+        const auto *begin = is_half(dtype_) ? reinterpret_cast<const std::uint8_t *>(half_.data())
+                                            : reinterpret_cast<const std::uint8_t *>(storage_.data());
+        return std::vector<std::uint8_t>(begin, begin + element_count() * msda::dtype_size(dtype_));
+    }
 
 private:
     static constexpr std::int64_t kGuard = 16;
+
+    std::size_t element_count() const { return is_half(dtype_) ? half_.size() : storage_.size(); }
+
+    bool element_holds(std::size_t i, float value) const {
+        if (is_half(dtype_)) return half_[i] == to_half(value, dtype_);
+        return std::memcmp(&storage_[i], &value, sizeof(float)) == 0;
+    }
 
     void build_offsets() {
         const int rank = static_cast<int>(canonical_shape_.size());
@@ -174,10 +230,12 @@ private:
 
     std::vector<std::int64_t> canonical_shape_;
     std::vector<int> order_;
+    msda::DType dtype_ = msda::DType::f32;
     std::vector<std::int64_t> view_shape_, view_strides_;
     std::int64_t numel_ = 0;
-    std::vector<float> storage_;
-    std::vector<std::int64_t> offsets_;  // canonical linear index -> offset from data()
+    std::vector<float> storage_;        // float32 tensors
+    std::vector<std::uint16_t> half_;   // half-precision tensors: the stored bit patterns
+    std::vector<std::int64_t> offsets_;  // canonical linear index -> offset from the view's start
 };
 
 // The view order of each layout, as canonical dimensions.
@@ -267,6 +325,11 @@ struct ProblemSpec {
     std::int64_t per_sample_innermost_stride = 1;
     msda::DType shapes_dtype = msda::DType::i32;
     msda::DType start_dtype = msda::DType::i32;
+    // Storage: value, attention_weights, grad_output, output and their
+    // gradients in `dtype`; sampling_locations and its gradient in
+    // `locations_dtype`.
+    msda::DType dtype = msda::DType::f32;
+    msda::DType locations_dtype = msda::DType::f32;
     std::uint64_t seed = 1;
 
     std::int64_t value_length() const {
@@ -292,7 +355,8 @@ struct ProblemSpec {
             << " sampled=" << locations_name(locations) << " stride_padding=" << padding
             << " per_sample_innermost_stride=" << per_sample_innermost_stride
             << " spatial_shapes=" << msda::dtype_name(shapes_dtype)
-            << " level_start_index=" << msda::dtype_name(start_dtype) << " seed=" << seed;
+            << " level_start_index=" << msda::dtype_name(start_dtype) << " dtype=" << msda::dtype_name(dtype)
+            << " locations_dtype=" << msda::dtype_name(locations_dtype) << " seed=" << seed;
         return out.str();
     }
 };
@@ -302,8 +366,9 @@ inline void PrintTo(const ProblemSpec &spec, std::ostream *out) {
     *out << spec.describe();
 }
 
-// The float32 inputs of a problem, canonical layout. The reference sees
-// exactly these values, widened to double.
+// The inputs of a problem, canonical layout, as float32 values that their
+// storage dtypes hold exactly (drawn in float32, then rounded to the dtype).
+// The reference sees exactly these values, widened to double.
 struct ProblemData {
     ProblemSpec spec;
     std::vector<float> value;               // (B, L, N_h, C_h)
@@ -329,6 +394,10 @@ struct ProblemData {
             float &y = sampling_locations[2 * sample + 1];
             draw_location(random, level, x, y);
         }
+        value = stored(std::move(value), spec.dtype);
+        attention_weights = stored(std::move(attention_weights), spec.dtype);
+        grad_output = stored(std::move(grad_output), spec.dtype);
+        sampling_locations = stored(std::move(sampling_locations), spec.locations_dtype);
     }
 
     msda::reference::Problem reference_problem() const {
@@ -453,18 +522,22 @@ struct LibraryTensors {
         const std::int64_t inner = s.per_sample_innermost_stride;
         const auto value_layout = value_order(s.options.value_layout);
         const auto locations_layout = locations_order(s.options.locations_layout);
-        value =
-            StridedTensor({s.batch, s.value_length(), s.heads, s.channels}, value_layout, pad, 1, kPoison);
+        const msda::DType dtype = s.dtype, locations_dtype = s.locations_dtype;
+        value = StridedTensor({s.batch, s.value_length(), s.heads, s.channels}, value_layout, pad, 1, kPoison,
+                              dtype);
         sampling_locations = StridedTensor({s.batch, s.queries, s.heads, n_l, s.points, 2}, locations_layout,
-                                           pad, inner, kPoison);
+                                           pad, inner, kPoison, locations_dtype);
         attention_weights =
-            StridedTensor({s.batch, s.queries, s.heads, n_l, s.points}, {}, pad, inner, kPoison);
-        output = StridedTensor({s.batch, s.queries, s.heads * s.channels}, {}, pad);
-        grad_output = StridedTensor({s.batch, s.queries, s.heads * s.channels}, {}, pad, 1, kPoison);
-        grad_value = StridedTensor({s.batch, s.value_length(), s.heads, s.channels}, value_layout, pad);
-        grad_sampling_locations =
-            StridedTensor({s.batch, s.queries, s.heads, n_l, s.points, 2}, locations_layout, pad, inner);
-        grad_attention_weights = StridedTensor({s.batch, s.queries, s.heads, n_l, s.points}, {}, pad, inner);
+            StridedTensor({s.batch, s.queries, s.heads, n_l, s.points}, {}, pad, inner, kPoison, dtype);
+        output = StridedTensor({s.batch, s.queries, s.heads * s.channels}, {}, pad, 1, kSentinel, dtype);
+        grad_output =
+            StridedTensor({s.batch, s.queries, s.heads * s.channels}, {}, pad, 1, kPoison, dtype);
+        grad_value = StridedTensor({s.batch, s.value_length(), s.heads, s.channels}, value_layout, pad, 1,
+                                   kSentinel, dtype);
+        grad_sampling_locations = StridedTensor({s.batch, s.queries, s.heads, n_l, s.points, 2},
+                                                locations_layout, pad, inner, kSentinel, locations_dtype);
+        grad_attention_weights =
+            StridedTensor({s.batch, s.queries, s.heads, n_l, s.points}, {}, pad, inner, kSentinel, dtype);
 
         value.set_canonical(data.value);
         sampling_locations.set_canonical(data.sampling_locations);
@@ -535,9 +608,12 @@ struct LibraryTensors {
 // reference that is all zeros must be matched within 1e-6. Any non-finite
 // actual element fails (the reference never produces one for finite values).
 
+// `floor`: an absolute error always allowed, for a storage dtype that cannot
+// hold values as small as the tensor's to the relative tolerance (float16
+// below 2^-14 has a fixed spacing of 2^-24).
 inline ::testing::AssertionResult matches_reference(const std::string &name, const std::vector<float> &actual,
                                                     const std::vector<double> &expected,
-                                                    double relative_tolerance = 1e-5) {
+                                                    double relative_tolerance = 1e-5, double floor = 0.0) {
     if (actual.size() != expected.size()) {
         return ::testing::AssertionFailure()
                << name << ": " << actual.size() << " elements, reference has " << expected.size();
@@ -549,7 +625,7 @@ inline ::testing::AssertionResult matches_reference(const std::string &name, con
         }
         largest = std::max(largest, std::abs(e));
     }
-    const double tolerance = largest > 0.0 ? relative_tolerance * largest : 1e-6;
+    const double tolerance = std::max(largest > 0.0 ? relative_tolerance * largest : 1e-6, floor);
     double worst = 0.0;
     std::size_t worst_index = 0;
     for (std::size_t i = 0; i < actual.size(); i++) {
@@ -570,19 +646,21 @@ inline ::testing::AssertionResult matches_reference(const std::string &name, con
     return ::testing::AssertionSuccess();
 }
 
-// Bitwise equality of two float buffers, naming the first differing element.
-inline ::testing::AssertionResult bitwise_equal(const std::string &name, const std::vector<float> &a,
-                                                const std::vector<float> &b) {
+// Bitwise equality of two buffers (float values, or a tensor's storage
+// bytes), naming the first differing element.
+template <typename Element>
+::testing::AssertionResult bitwise_equal(const std::string &name, const std::vector<Element> &a,
+                                         const std::vector<Element> &b) {
     if (a.size() != b.size()) {
         return ::testing::AssertionFailure() << name << ": sizes differ, " << a.size() << " vs " << b.size();
     }
-    if (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0) {
+    if (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(Element)) == 0) {
         return ::testing::AssertionSuccess();
     }
     for (std::size_t i = 0; i < a.size(); i++) {
-        if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) {
-            return ::testing::AssertionFailure()
-                   << name << ": first difference at storage element " << i << ": " << a[i] << " vs " << b[i];
+        if (std::memcmp(&a[i], &b[i], sizeof(Element)) != 0) {
+            return ::testing::AssertionFailure() << name << ": first difference at storage element " << i << ": "
+                                                 << +a[i] << " vs " << +b[i];
         }
     }
     return ::testing::AssertionSuccess();

@@ -1,6 +1,9 @@
 // The public entry points: validate everything, then run the generated code.
 #include <msda/msda.hpp>
 
+#include <memory>
+#include <new>
+
 #include "dispatch.h"
 
 namespace msda {
@@ -19,7 +22,7 @@ Plan::Plan(const ProblemSize &size, const Options &options) : size_(size), optio
     detail::select_kernels(size, options);
 }
 
-std::size_t Plan::workspace_size() const { return 0; }
+std::size_t Plan::workspace_size() const { return detail::workspace_bytes(size_, options_); }
 
 namespace {
 
@@ -47,11 +50,11 @@ void Plan::backward(const BackwardArgs &args, void *workspace, std::size_t works
     detail::CheckedCall call = detail::check_backward(args, options_);
     detail::check_matches_plan(size_, call.size);
     check_workspace(*this, workspace, workspace_bytes);
-    detail::run_backward(detail::select_kernels(size_, options_), args, options_, call);
+    detail::run_backward(detail::select_kernels(size_, options_), args, options_, call, workspace);
 }
 
-// The one-shot calls validate once, then run what a plan would (a plan's
-// workspace is 0 bytes for float32, so there is nothing to allocate).
+// The one-shot calls validate once, then run what a plan would, with a
+// workspace of their own when the plan needs one.
 void forward(const ForwardArgs &args, const Options &options) {
     detail::CheckedCall call = detail::check_forward(args, options);
     detail::check_plan(call.size, options);
@@ -61,7 +64,17 @@ void forward(const ForwardArgs &args, const Options &options) {
 void backward(const BackwardArgs &args, const Options &options) {
     detail::CheckedCall call = detail::check_backward(args, options);
     detail::check_plan(call.size, options);
-    detail::run_backward(detail::select_kernels(call.size, options), args, options, call);
+    const detail::Kernels kernels = detail::select_kernels(call.size, options);
+    std::unique_ptr<float[]> workspace;
+    const std::size_t bytes = detail::workspace_bytes(call.size, options);
+    if (bytes > 0) {
+        workspace.reset(new (std::nothrow) float[bytes / sizeof(float)]);
+        if (!workspace) {
+            detail::fail("workspace", "could not allocate the " + std::to_string(bytes) +
+                                          " bytes of float32 sums grad_value needs");
+        }
+    }
+    detail::run_backward(kernels, args, options, call, workspace.get());
 }
 
 void set_num_threads(int threads) { detail::set_threads(threads); }

@@ -15,8 +15,8 @@ namespace msda::detail {
 namespace {
 
 const Variant kVariants[] = {
-#define MSDA_VARIANT(name, kind, channels) \
-    {Kind::kind, channels, reinterpret_cast<GeneratedFunction>(&name)},
+#define MSDA_VARIANT(name, kind, channels, dtype, locations) \
+    {Kind::kind, channels, DType::dtype, DType::locations, reinterpret_cast<GeneratedFunction>(&name)},
     MSDA_FOR_EACH_VARIANT(MSDA_VARIANT)
 #undef MSDA_VARIANT
 };
@@ -113,12 +113,25 @@ struct HalideBuffer {
 const halide_type_t kFloat32{halide_type_float, 32, 1};
 const halide_type_t kInt32{halide_type_int, 32, 1};
 
+// The Halide type of a storage dtype.
+halide_type_t halide_type(DType dtype) {
+    switch (dtype) {
+    case DType::f16: return {halide_type_float, 16, 1};
+    case DType::bf16: return {halide_type_bfloat, 16, 1};
+    default: return kFloat32;
+    }
+}
+
+// The address `offset` elements into a tensor's data.
+void *element(const TensorView &t, std::int64_t offset) {
+    return static_cast<char *>(t.data) + offset * static_cast<std::int64_t>(dtype_size(t.dtype));
+}
+
 // A tensor as a Halide buffer whose dimension d is the tensor's
 // dimension order[d], starting `offset` elements into the data.
 HalideBuffer permuted(const TensorView &t, std::initializer_list<int> order,
                       std::int64_t offset = 0) {
-    HalideBuffer result(static_cast<float *>(t.data) + offset, kFloat32,
-                        static_cast<int>(order.size()));
+    HalideBuffer result(element(t, offset), halide_type(t.dtype), static_cast<int>(order.size()));
     int d = 0;
     for (int source : order) {
         result.set(d++, t.shape[source], t.strides[source]);
@@ -144,7 +157,7 @@ HalideBuffer weight_buffer(const TensorView &t) { return permuted(t, {4, 3, 2, 1
 
 // output and grad_output, (B, N_q, N_h*C_h) head-major: (c, h, q, b).
 HalideBuffer head_major_buffer(const TensorView &t, std::int64_t heads, std::int64_t channels) {
-    HalideBuffer result(t.data, kFloat32, 4);
+    HalideBuffer result(t.data, halide_type(t.dtype), 4);
     result.set(0, channels, t.strides[2]);
     result.set(1, heads, channels * t.strides[2]);
     result.set(2, t.shape[1], t.strides[1]);
@@ -201,7 +214,7 @@ void fill_zeros(const TensorView &t) {
     for (std::int64_t n = 0; n < count; n++) {
         std::int64_t offset = 0;
         for (int d = 0; d < t.rank; d++) offset += index[d] * t.strides[d];
-        static_cast<float *>(t.data)[offset] = 0.0f;
+        std::memset(element(t, offset), 0, dtype_size(t.dtype));  // +0 in every storage dtype
         for (int d = t.rank - 1; d >= 0 && ++index[d] == t.shape[d]; d--) index[d] = 0;
     }
 }
@@ -239,31 +252,40 @@ bool split_wide_batches(const Args &args, const CheckedCall &call,
 
 }  // namespace
 
-const Variant &select_variant(Kind kind, std::int64_t channels) {
+const Variant &select_variant(Kind kind, const ProblemSize &size) {
     const Variant *generic = nullptr;
     for (const Variant &variant : kVariants) {
-        if (variant.kind != kind) continue;
-        if (variant.channels == channels) return variant;
+        if (variant.kind != kind || variant.dtype != size.dtype || variant.locations_dtype != size.locations_dtype) {
+            continue;
+        }
+        if (variant.channels == size.channels) return variant;
         if (variant.channels == 0) generic = &variant;
     }
     if (generic == nullptr) {
-        throw Error(std::string("msda: this build has no generated code for ") + kind_name(kind));
+        throw Error(std::string("msda: this build has no generated code for ") + kind_name(kind) + " with " +
+                    dtype_name(size.dtype) + " storage and " + dtype_name(size.locations_dtype) + " locations");
     }
     return *generic;
 }
 
 Kernels select_kernels(const ProblemSize &size, const Options &options) {
     Kernels kernels;
-    kernels.forward = &select_variant(Kind::forward, size.channels);
-    if (options.grad_value) kernels.grad_value = &select_variant(Kind::grad_value, size.channels);
+    kernels.forward = &select_variant(Kind::forward, size);
+    if (options.grad_value) kernels.grad_value = &select_variant(Kind::grad_value, size);
     if (options.grad_attention_weights && options.grad_sampling_locations) {
-        kernels.grad_sample = &select_variant(Kind::grad_sample, size.channels);
+        kernels.grad_sample = &select_variant(Kind::grad_sample, size);
     } else if (options.grad_attention_weights) {
-        kernels.grad_sample = &select_variant(Kind::grad_attention_weights, size.channels);
+        kernels.grad_sample = &select_variant(Kind::grad_attention_weights, size);
     } else if (options.grad_sampling_locations) {
-        kernels.grad_sample = &select_variant(Kind::grad_sampling_locations, size.channels);
+        kernels.grad_sample = &select_variant(Kind::grad_sampling_locations, size);
     }
     return kernels;
+}
+
+std::size_t workspace_bytes(const ProblemSize &size, const Options &options) {
+    if (size.dtype == DType::f32 || !options.grad_value) return 0;
+    // Validated sizes: each factor fits 32 bits and value is addressable.
+    return static_cast<std::size_t>(size.batch * size.value_length * size.heads * size.channels) * sizeof(float);
 }
 
 void run_forward(const Kernels &kernels, const ForwardArgs &args, const Options &options,
@@ -285,7 +307,7 @@ void run_forward(const Kernels &kernels, const ForwardArgs &args, const Options 
 }
 
 void run_backward(const Kernels &kernels, const BackwardArgs &args, const Options &options,
-                  const CheckedCall &checked) {
+                  const CheckedCall &checked, void *workspace) {
     const ProblemSize &size = checked.size;
     if (size.batch == 0) return;  // every tensor is empty
     if (size.queries == 0) {
@@ -298,7 +320,7 @@ void run_backward(const Kernels &kernels, const BackwardArgs &args, const Option
                             &BackwardArgs::grad_value, &BackwardArgs::grad_sampling_locations,
                             &BackwardArgs::grad_attention_weights},
                            [&](const BackwardArgs &element, const CheckedCall &element_call) {
-                               run_backward(kernels, element, options, element_call);
+                               run_backward(kernels, element, options, element_call, workspace);
                            })) {
         return;
     }
@@ -308,7 +330,18 @@ void run_backward(const Kernels &kernels, const BackwardArgs &args, const Option
 
     if (kernels.grad_value != nullptr) {
         HalideBuffer grad_value = value_buffer(args.grad_value, options.value_layout);
-        call(*kernels.grad_value, in, grad_output.get(), grad_value.get());
+        if (size.dtype == DType::f32) {
+            call(*kernels.grad_value, in, grad_output.get(), grad_value.get());
+        } else {
+            // Half storage: the sums in float32 in the workspace, (c, h, row,
+            // b) dense, then rounded once into grad_value.
+            HalideBuffer sums(workspace, kFloat32, 4);
+            sums.set(0, size.channels, 1);
+            sums.set(1, size.heads, size.channels);
+            sums.set(2, size.value_length, size.heads * size.channels);
+            sums.set(3, size.batch, size.batch == 1 ? 1 : size.value_length * size.heads * size.channels);
+            call(*kernels.grad_value, in, grad_output.get(), sums.get(), grad_value.get());
+        }
     }
     if (kernels.grad_sample == nullptr) return;
     if (kernels.grad_sample->kind == Kind::grad_attention_weights) {

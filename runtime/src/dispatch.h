@@ -15,12 +15,14 @@ using GeneratedFunction = void (*)();
 struct Variant {
     Kind kind;
     int channels;  // compile-time C_h, 0 for any
+    DType dtype;            // storage of value, weights, outputs and gradients
+    DType locations_dtype;  // storage of sampling_locations and its gradient
     GeneratedFunction function;
 };
 
-// The variant for this kind and channel count: a compile-time C_h when one
-// was built for it, else the generic one.
-const Variant &select_variant(Kind kind, std::int64_t channels);
+// The variant for this kind, storage dtypes and channel count: a
+// compile-time C_h when one was built for it, else the generic one.
+const Variant &select_variant(Kind kind, const ProblemSize &size);
 
 // The generated functions a plan runs.
 struct Kernels {
@@ -30,10 +32,14 @@ struct Kernels {
 };
 Kernels select_kernels(const ProblemSize &size, const Options &options);
 
+// Scratch memory a plan's calls need: the float32 sums of grad_value when it
+// is stored in half precision.
+std::size_t workspace_bytes(const ProblemSize &size, const Options &options);
+
 void run_forward(const Kernels &kernels, const ForwardArgs &args, const Options &options,
                  const CheckedCall &call);
 void run_backward(const Kernels &kernels, const BackwardArgs &args, const Options &options,
-                  const CheckedCall &call);
+                  const CheckedCall &call, void *workspace);
 
 void set_threads(int threads);
 

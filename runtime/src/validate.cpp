@@ -68,12 +68,14 @@ void check_dtype(const TensorView &t, const char *name, DType expected, const ch
     }
 }
 
+bool is_storage_dtype(DType dtype) {
+    return dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16;
+}
+
 void check_storage_dtype(const TensorView &t, const char *name) {
-    if (t.dtype == DType::f16 || t.dtype == DType::bf16) {
-        fail(name, std::string(dtype_name(t.dtype)) +
-                       " storage is not available yet: this build supports float32");
+    if (!is_storage_dtype(t.dtype)) {
+        fail(name, std::string("expected dtype float32, float16 or bfloat16, got ") + dtype_name(t.dtype));
     }
-    check_dtype(t, name, DType::f32, "value, attention_weights, output and gradients share float32");
 }
 
 void check_dims(const TensorView &t, const char *name, const char *const *dim_names,
@@ -436,13 +438,14 @@ void check_plan(const ProblemSize &size, const Options &options) {
                              std::to_string(f.minimum) + " to 2^31 - 1");
         }
     }
-    if (size.dtype != DType::f32) {
+    if (!is_storage_dtype(size.dtype)) {
         fail("plan", std::string("dtype ") + dtype_name(size.dtype) +
-                         " is not available yet: this build supports float32");
+                         " is not a storage dtype: expected float32, float16 or bfloat16");
     }
-    if (size.locations_dtype != DType::f32) {
+    if (size.locations_dtype != DType::f32 && size.locations_dtype != size.dtype) {
         fail("plan", std::string("locations_dtype ") + dtype_name(size.locations_dtype) +
-                         " is not available: expected float32");
+                         " does not go with dtype " + dtype_name(size.dtype) +
+                         ": expected float32 or the storage dtype");
     }
     check_options(options);
 }
