@@ -89,6 +89,21 @@ TEST_P(HalfPrecisionGrid, PlanWithWorkspaceMatchesOneShot) {
 INSTANTIATE_TEST_SUITE_P(Grid, HalfPrecisionGrid, ::testing::ValuesIn(half_grid()),
                          [](const ::testing::TestParamInfo<ProblemSpec> &info) { return info.param.name; });
 
+// A small problem in the given storage dtypes.
+ProblemSpec small_spec(DType dtype, DType locations) {
+    ProblemSpec spec;
+    spec.name = "small";
+    spec.batch = 2;
+    spec.queries = 5;
+    spec.heads = 3;
+    spec.channels = 4;
+    spec.points = 2;
+    spec.levels = {{3, 4}, {2, 2}};
+    spec.dtype = dtype;
+    spec.locations_dtype = locations;
+    return spec;
+}
+
 // ----------------------------------------------------------------------------
 // Rounded once, to nearest: every stored result is within half a unit in
 // the last place (of its dtype, at the reference's magnitude) of the double
@@ -123,16 +138,10 @@ double half_ulp(double magnitude, DType dtype) {
 
 TEST(HalfPrecisionRounding, ResultsAreRoundedOnceToNearest) {
     for (DType dtype : {DType::f16, DType::bf16}) {
-        ProblemSpec spec;
+        ProblemSpec spec = small_spec(dtype, DType::f32);
         spec.name = "rounding";
-        spec.batch = 2;
         spec.queries = 40;
-        spec.heads = 2;
-        spec.channels = 32;
-        spec.points = 3;
-        spec.levels = {{6, 5}, {3, 3}};
-        spec.dtype = dtype;
-        spec.locations_dtype = DType::f32;
+        spec.channels = 32;  // the compile-time C_h = 32 code
         spec.seed = 77;
         SCOPED_TRACE(spec.describe());
         const ProblemData data(spec);
@@ -152,20 +161,6 @@ TEST(HalfPrecisionRounding, ResultsAreRoundedOnceToNearest) {
 // ----------------------------------------------------------------------------
 // The plan's workspace: float32 sums of grad_value, only when grad_value is
 // stored in half precision and asked for.
-
-ProblemSpec small_spec(DType dtype, DType locations) {
-    ProblemSpec spec;
-    spec.name = "small";
-    spec.batch = 2;
-    spec.queries = 5;
-    spec.heads = 3;
-    spec.channels = 4;
-    spec.points = 2;
-    spec.levels = {{3, 4}, {2, 2}};
-    spec.dtype = dtype;
-    spec.locations_dtype = locations;
-    return spec;
-}
 
 TEST(HalfPrecisionWorkspace, HoldsTheFloat32SumsOfGradValue) {
     for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
