@@ -5,7 +5,9 @@
 // Benchmarks are named op/shape/distribution/implementation, for example
 // forward/M0/local/msda, and registered so that each shape's problem is
 // generated once and the grid_sample peer runs before msda (its time feeds
-// msda's speedup_vs_grid_sample counter).
+// msda's speedup_vs_grid_sample counter). On the shapes of kHalfShapes, msda
+// also runs with half-precision storage, after its float32 run (whose time
+// feeds their vs_f32 counter): forward/M0/local/msda_f16, .../msda_bf16.
 //
 // Options (before Google Benchmark's own):
 //   --threads N          threads for msda and every peer (default 2)
@@ -13,6 +15,8 @@
 //   --distributions local,uniform
 //   --ops forward,backward,forward_backward
 //   --peers grid_sample,cuda_port | none
+//   --dtypes f32,f16,bf16  msda's storage dtypes (default all three; the
+//                        half ones on kHalfShapes only; the peers are float32)
 //   --check-only         run the agreement check and exit
 #include <benchmark/benchmark.h>
 
@@ -32,6 +36,7 @@
 #include <vector>
 
 #include "floor.h"
+#include "msda/half.hpp"
 #include "msda/msda.hpp"
 #include "peers.h"
 #include "problem.h"
@@ -43,8 +48,34 @@ struct Settings {
     int threads = 2;
     std::set<std::string> shapes, distributions, ops;
     std::set<std::string> peers = {"grid_sample", "cuda_port"};
+    std::set<std::string> dtypes = {"f32", "f16", "bf16"};
     bool check_only = false;
 };
+
+// The shapes msda also runs in half precision.
+const std::set<std::string> kHalfShapes = {"M0", "G"};
+
+// msda's storage dtypes, in the order their benchmarks run (float32 first:
+// the half rows' vs_f32 counter divides by its time).
+constexpr msda::DType kDTypes[] = {msda::DType::f32, msda::DType::f16, msda::DType::bf16};
+
+const char *dtype_id(msda::DType dtype) {
+    switch (dtype) {
+    case msda::DType::f16: return "f16";
+    case msda::DType::bf16: return "bf16";
+    default: return "f32";
+    }
+}
+
+// Bytes of one element of the tensors stored in `dtype` (value,
+// attention_weights, output and their gradients; locations are float32).
+double element_bytes(msda::DType dtype) { return dtype == msda::DType::f32 ? 4.0 : 2.0; }
+
+// The implementation part of msda's benchmark names: msda for float32 (the
+// names of the peers' table), msda_f16 and msda_bf16 otherwise.
+std::string msda_name(msda::DType dtype) {
+    return dtype == msda::DType::f32 ? "msda" : std::string("msda_") + dtype_id(dtype);
+}
 
 std::set<std::string> split_list(const std::string &list) {
     std::set<std::string> items;
@@ -76,6 +107,14 @@ Settings parse_settings(int &argc, char **argv) {
             settings.ops = split_list(*v);
         } else if (auto v = value("--peers")) {
             settings.peers = *v == "none" ? std::set<std::string>{} : split_list(*v);
+        } else if (auto v = value("--dtypes")) {
+            settings.dtypes = split_list(*v);
+            for (const std::string &dtype : settings.dtypes) {
+                if (dtype != "f32" && dtype != "f16" && dtype != "bf16") {
+                    std::fprintf(stderr, "msda_bench: --dtypes takes f32, f16 and bf16, not %s\n", dtype.c_str());
+                    std::exit(2);
+                }
+            }
         } else if (arg == "--check-only") {
             settings.check_only = true;
         } else {
@@ -93,51 +132,100 @@ bool selected(const std::set<std::string> &subset, const std::string &name) {
 // ---------------------------------------------------------------------------
 // msda on a Problem, in the Problem's layouts, with the peers' options.
 
+std::vector<std::uint16_t> to_half(const std::vector<float> &values, msda::DType dtype) {
+    std::vector<std::uint16_t> half(values.size());
+    for (std::size_t i = 0; i < values.size(); ++i)
+        half[i] = dtype == msda::DType::bf16 ? msda::float_to_bf16(values[i]) : msda::float_to_f16(values[i]);
+    return half;
+}
+
+std::vector<float> to_float(const std::vector<std::uint16_t> &half, msda::DType dtype) {
+    std::vector<float> values(half.size());
+    for (std::size_t i = 0; i < half.size(); ++i)
+        values[i] = dtype == msda::DType::bf16 ? msda::bf16_to_float(half[i]) : msda::f16_to_float(half[i]);
+    return values;
+}
+
+// With `dtype` f16 or bf16, value, attention_weights, grad_output and the
+// results but the location gradient are stored in that dtype: the
+// Problem's float32 values rounded to it (untimed, here), the locations
+// float32 (the pairing msda recommends).
 class MsdaRunner {
 public:
-    explicit MsdaRunner(const Problem &problem) : problem_(problem) {
-        const Shape &s = problem.shape;
-        const std::int64_t levels = static_cast<std::int64_t>(s.levels.size());
-        results_.output.resize(problem.grad_output.size());
-        results_.grad_value.resize(problem.value.size());
-        results_.grad_sampling_locations.resize(problem.sampling_locations.size());
-        results_.grad_attention_weights.resize(problem.attention_weights.size());
+    explicit MsdaRunner(const Problem &problem, msda::DType dtype = msda::DType::f32) : dtype_(dtype) {
         using msda::DType;
         using msda::TensorView;
-        const TensorView value = TensorView::contiguous(problem.value.data(), DType::f32,
-                                                        {s.batch, s.value_length(), s.heads, s.channels});
+        const Shape &s = problem.shape;
+        const std::int64_t levels = static_cast<std::int64_t>(s.levels.size());
+        results_.grad_sampling_locations.resize(problem.sampling_locations.size());
+        const void *value = problem.value.data(), *attention = problem.attention_weights.data(),
+                   *grad_output = problem.grad_output.data();
+        void *output, *grad_value, *grad_attention;
+        if (dtype == DType::f32) {
+            results_.output.resize(problem.grad_output.size());
+            results_.grad_value.resize(problem.value.size());
+            results_.grad_attention_weights.resize(problem.attention_weights.size());
+            output = results_.output.data();
+            grad_value = results_.grad_value.data();
+            grad_attention = results_.grad_attention_weights.data();
+        } else {
+            value_ = to_half(problem.value, dtype);
+            attention_ = to_half(problem.attention_weights, dtype);
+            grad_output_ = to_half(problem.grad_output, dtype);
+            output_.resize(problem.grad_output.size());
+            grad_value_.resize(problem.value.size());
+            grad_attention_.resize(problem.attention_weights.size());
+            value = value_.data();
+            attention = attention_.data();
+            grad_output = grad_output_.data();
+            output = output_.data();
+            grad_value = grad_value_.data();
+            grad_attention = grad_attention_.data();
+        }
+        const TensorView value_view =
+            TensorView::contiguous(value, dtype, {s.batch, s.value_length(), s.heads, s.channels});
         const TensorView shapes = TensorView::contiguous(problem.spatial_shapes.data(), DType::i32, {levels, 2});
         const TensorView starts = TensorView::contiguous(problem.level_start_index.data(), DType::i32, {levels});
         const TensorView locations = TensorView::contiguous(problem.sampling_locations.data(), DType::f32,
                                                             {s.batch, s.queries, s.heads, levels, s.points, 2});
-        const TensorView attention = TensorView::contiguous(problem.attention_weights.data(), DType::f32,
-                                                            {s.batch, s.queries, s.heads, levels, s.points});
-        auto per_query = [&](const float *data) {
-            return TensorView::contiguous(data, DType::f32, {s.batch, s.queries, s.heads * s.channels});
+        auto per_sample = [&](const void *data) {
+            return TensorView::contiguous(data, dtype, {s.batch, s.queries, s.heads, levels, s.points});
         };
-        forward_ = {value, shapes, starts, locations, attention, per_query(results_.output.data())};
-        backward_ = {value,
+        auto per_query = [&](const void *data) {
+            return TensorView::contiguous(data, dtype, {s.batch, s.queries, s.heads * s.channels});
+        };
+        forward_ = {value_view, shapes, starts, locations, per_sample(attention), per_query(output)};
+        backward_ = {value_view,
                      shapes,
                      starts,
                      locations,
-                     attention,
-                     per_query(problem.grad_output.data()),
-                     TensorView::contiguous(results_.grad_value.data(), DType::f32,
-                                            {s.batch, s.value_length(), s.heads, s.channels}),
+                     per_sample(attention),
+                     per_query(grad_output),
+                     TensorView::contiguous(grad_value, dtype, {s.batch, s.value_length(), s.heads, s.channels}),
                      TensorView::contiguous(results_.grad_sampling_locations.data(), DType::f32,
                                             {s.batch, s.queries, s.heads, levels, s.points, 2}),
-                     TensorView::contiguous(results_.grad_attention_weights.data(), DType::f32,
-                                            {s.batch, s.queries, s.heads, levels, s.points})};
+                     per_sample(grad_attention)};
         plan_.emplace(msda::ProblemSize::of(forward_), msda::Options{});
         workspace_.resize(plan_->workspace_size());
     }
     void forward() { plan_->forward(forward_, workspace_.data(), workspace_.size()); }
     void backward() { plan_->backward(backward_, workspace_.data(), workspace_.size()); }
-    const Results &results() const { return results_; }
+    // The latest results in float32 (a copy, for the agreement check).
+    Results results() const {
+        if (dtype_ == msda::DType::f32) return results_;
+        Results results;
+        results.output = to_float(output_, dtype_);
+        results.grad_value = to_float(grad_value_, dtype_);
+        results.grad_sampling_locations = results_.grad_sampling_locations;
+        results.grad_attention_weights = to_float(grad_attention_, dtype_);
+        return results;
+    }
 
 private:
-    const Problem &problem_;
-    Results results_;
+    msda::DType dtype_;
+    Results results_;  // float32 storage, and the location gradient in any case
+    // Half storage: the inputs rounded, and the results.
+    std::vector<std::uint16_t> value_, attention_, grad_output_, output_, grad_value_, grad_attention_;
     msda::ForwardArgs forward_;
     msda::BackwardArgs backward_;
     std::optional<msda::Plan> plan_;
@@ -174,7 +262,7 @@ bool check_agreement(const Shape &shape, Distribution distribution, const Settin
     MsdaRunner msda_runner(problem);
     msda_runner.forward();
     msda_runner.backward();
-    const Results &expected = msda_runner.results();
+    const Results expected = msda_runner.results();
     bool agreed = true;
     for (const std::unique_ptr<Peer> &peer : make_peers(problem, settings)) {
         peer->forward();
@@ -195,6 +283,48 @@ bool check_agreement(const Shape &shape, Distribution distribution, const Settin
             agreed = agreed && difference <= kAgreementTolerance;
         }
         std::printf("\n");
+    }
+    return agreed;
+}
+
+// msda's half-precision storage computes what its float32 does, to within
+// the rounding of the inputs and results: max difference / largest
+// magnitude of each result against float32 msda on the same problem.
+double half_tolerance(msda::DType dtype) { return dtype == msda::DType::bf16 ? 2e-2 : 5e-3; }
+
+bool check_half_agreement(const Shape &shape, Distribution distribution, const Settings &settings) {
+    const Problem problem = make_problem(shape, distribution, 7);
+    MsdaRunner f32_runner(problem);
+    f32_runner.forward();
+    f32_runner.backward();
+    const Results expected = f32_runner.results();
+    bool agreed = true;
+    for (msda::DType dtype : kDTypes) {
+        if (dtype == msda::DType::f32 || !settings.dtypes.count(dtype_id(dtype))) continue;
+        MsdaRunner runner(problem, dtype);
+        runner.forward();
+        runner.backward();
+        const Results got = runner.results();
+        const std::pair<const char *, double> differences[] = {
+            {"output", max_relative_difference(got.output, expected.output)},
+            {"grad_value", max_relative_difference(got.grad_value, expected.grad_value)},
+            {"grad_sampling_locations",
+             max_relative_difference(got.grad_sampling_locations, expected.grad_sampling_locations)},
+            {"grad_attention_weights",
+             max_relative_difference(got.grad_attention_weights, expected.grad_attention_weights)}};
+        std::printf("agreement %s/%s %-11s", shape.id.c_str(), distribution_name(distribution),
+                    msda_name(dtype).c_str());
+        bool within = true;
+        for (const auto &[tensor, difference] : differences) {
+            std::printf(" %s %.1e", tensor, difference);
+            within = within && difference <= half_tolerance(dtype);
+        }
+        std::printf(" (vs msda f32, tolerance %.0e)\n", half_tolerance(dtype));
+        if (!within)
+            std::fprintf(stderr, "msda_bench: %s disagrees with msda float32 beyond %.0e on %s/%s\n",
+                         msda_name(dtype).c_str(), half_tolerance(dtype), shape.id.c_str(),
+                         distribution_name(distribution));
+        agreed = agreed && within;
     }
     return agreed;
 }
@@ -222,8 +352,9 @@ struct Context {
     Settings settings;
     std::unique_ptr<FloorModel> floor;
     ProblemCache problems;
-    // Mean seconds per iteration of the grid_sample peer, by "op/shape/distribution".
-    std::map<std::string, double> grid_sample_seconds;
+    // Mean seconds per iteration of the grid_sample peer and of float32
+    // msda, by "op/shape/distribution".
+    std::map<std::string, double> grid_sample_seconds, f32_seconds;
 };
 Context *context = nullptr;
 
@@ -246,33 +377,41 @@ double timed_loop(benchmark::State &state, const std::function<void()> &untimed,
     return total / static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
 }
 
+// `dtype`: the storage dtype of the call's tensors (the peers: float32).
 void set_counters(benchmark::State &state, const Shape &shape, Distribution distribution, Operator op,
-                  const std::string &implementation, double seconds) {
-    const double bytes = op == Operator::forward    ? forward_bytes(shape)
-                         : op == Operator::backward ? backward_bytes(shape)
-                                                    : forward_bytes(shape) + backward_bytes(shape);
-    const Floor floor = context->floor->floor(shape, distribution, op);
+                  const std::string &implementation, double seconds, msda::DType dtype = msda::DType::f32) {
+    const double element = element_bytes(dtype);
+    const double bytes = op == Operator::forward    ? forward_bytes(shape, element)
+                         : op == Operator::backward ? backward_bytes(shape, element)
+                                                    : forward_bytes(shape, element) + backward_bytes(shape, element);
+    const Floor floor = context->floor->floor(shape, distribution, op, element);
     state.counters["ns_per_sample"] = seconds * 1e9 / static_cast<double>(shape.samples());
     state.counters["GBps"] = bytes / seconds / 1e9;
     state.counters["floor_ratio"] = seconds / floor.seconds;
     const std::string key = std::string(operator_name(op)) + "/" + shape.id + "/" + distribution_name(distribution);
     if (implementation == "grid_sample") {
         context->grid_sample_seconds[key] = seconds;
+    } else if (dtype != msda::DType::f32) {
+        // Half rows: against float32 msda (the peers are float32 only).
+        if (auto found = context->f32_seconds.find(key); found != context->f32_seconds.end())
+            state.counters["vs_f32"] = seconds / found->second;
     } else if (auto found = context->grid_sample_seconds.find(key); found != context->grid_sample_seconds.end()) {
         state.counters["speedup_vs_grid_sample"] = found->second / seconds;
     }
+    if (implementation == "msda") context->f32_seconds[key] = seconds;
     state.SetLabel("floor " + floor.bound);
 }
 
-void run_msda(benchmark::State &state, const Shape &shape, Distribution distribution, Operator op) {
+void run_msda(benchmark::State &state, const Shape &shape, Distribution distribution, Operator op,
+              msda::DType dtype) {
     const Problem &problem = context->problems.get(shape, distribution);
     msda::set_num_threads(context->settings.threads);
-    MsdaRunner runner(problem);
+    MsdaRunner runner(problem, dtype);
     const double seconds = timed_loop(state, nullptr, [&] {
         if (op != Operator::backward) runner.forward();
         if (op != Operator::forward) runner.backward();
     });
-    set_counters(state, shape, distribution, op, "msda", seconds);
+    set_counters(state, shape, distribution, op, msda_name(dtype), seconds, dtype);
 }
 
 void run_peer(benchmark::State &state, const Shape &shape, Distribution distribution, Operator op,
@@ -323,11 +462,15 @@ void register_benchmarks(const Settings &settings) {
                         ->UseManualTime()
                         ->Unit(benchmark::kMillisecond);
                 }
-                benchmark::RegisterBenchmark(
-                    (prefix + "msda").c_str(),
-                    [=](benchmark::State &state) { run_msda(state, shape, distribution, op); })
-                    ->UseManualTime()
-                    ->Unit(benchmark::kMillisecond);
+                for (msda::DType dtype : kDTypes) {
+                    if (!settings.dtypes.count(dtype_id(dtype))) continue;
+                    if (dtype != msda::DType::f32 && !kHalfShapes.count(shape.id)) continue;
+                    benchmark::RegisterBenchmark(
+                        (prefix + msda_name(dtype)).c_str(),
+                        [=](benchmark::State &state) { run_msda(state, shape, distribution, op, dtype); })
+                        ->UseManualTime()
+                        ->Unit(benchmark::kMillisecond);
+                }
             }
         }
     }
@@ -366,17 +509,32 @@ int main(int argc, char **argv) {
     msda::set_num_threads(settings.threads);
 
     // The peers must compute what msda computes, on a decoder and an
-    // encoder-like problem in both distributions, before anything is timed.
+    // encoder-like problem in both distributions, and msda's half-precision
+    // storage what its float32 does on small problems (one with the
+    // canonical 8 heads of 32 channels, which the timed shapes' kernels are
+    // specialised for), before anything is timed.
     Shape small{.id = "small", .batch = 2, .queries = 0, .heads = 3, .channels = 5, .points = 3,
                 .levels = {{7, 9}, {3, 4}}};
     small.queries = small.value_length();
+    Shape small_c32{.id = "small_c32", .batch = 2, .queries = 0, .heads = 8, .channels = 32, .points = 4,
+                    .levels = {{12, 17}, {6, 9}, {3, 5}}};
+    small_c32.queries = small_c32.value_length();
     bool agreed = true;
     for (const Shape &shape : {small, canonical_shapes().at(0)})
         for (Distribution distribution : {Distribution::local, Distribution::uniform})
             agreed = check_agreement(shape, distribution, settings) && agreed;
+    bool half_agreed = true;
+    for (const Shape &shape : {small, small_c32})
+        for (Distribution distribution : {Distribution::local, Distribution::uniform})
+            half_agreed = check_half_agreement(shape, distribution, settings) && half_agreed;
     if (!agreed) {
         std::fprintf(stderr, "msda_bench: a peer disagrees with msda beyond %.0e; nothing was timed\n",
                      kAgreementTolerance);
+        return 1;
+    }
+    if (!half_agreed) {
+        std::fprintf(stderr, "msda_bench: msda's half-precision storage disagrees with its float32; nothing was "
+                             "timed\n");
         return 1;
     }
     if (settings.check_only) return 0;

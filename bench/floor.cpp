@@ -34,7 +34,9 @@ constexpr double kCorners = 4.0;
 constexpr double kGradValueFetches = 1.0;
 
 // What one operator must do, at the least, for a shape: S samples of C
-// channels, each reading its four corner rows of C floats.
+// channels, each reading its four corner rows of C elements of
+// `element_bytes` bytes (4 float32, 2 float16 / bfloat16; the arithmetic is
+// float32 whatever the storage).
 struct Work {
     double fmas = 0;        // float32 FMAs
     double loaded = 0;      // bytes loaded into registers
@@ -44,21 +46,21 @@ struct Work {
     double grad_rows = 0;   // corner rows of grad_value fetched per sample
 };
 
-Work forward_work(const Shape &shape) {
+Work forward_work(const Shape &shape, double element_bytes) {
     const double samples = static_cast<double>(shape.samples());
-    const double row = static_cast<double>(shape.channels);  // floats per corner row
+    const double row = static_cast<double>(shape.channels);  // elements per corner row
     Work work;
     // out += (a * w_k) * V_k for the four corners k: one FMA a channel and
     // corner (the weights premultiplied, once per sample, not per channel).
     work.fmas = samples * kCorners * row;
-    work.loaded = samples * kCorners * row * sizeof(float);
-    work.compulsory = forward_bytes(shape);
+    work.loaded = samples * kCorners * row * element_bytes;
+    work.compulsory = forward_bytes(shape, element_bytes);
     work.footprint = work.compulsory;
     work.value_rows = kCorners;
     return work;
 }
 
-Work backward_work(const Shape &shape) {
+Work backward_work(const Shape &shape, double element_bytes) {
     const double samples = static_cast<double>(shape.samples());
     const double row = static_cast<double>(shape.channels);
     Work work;
@@ -68,22 +70,22 @@ Work backward_work(const Shape &shape) {
     work.fmas = samples * 2.0 * kCorners * row;
     // The four value rows, and the four grad_value rows read back for the
     // scatter-add (their stores are not counted).
-    work.loaded = samples * 2.0 * kCorners * row * sizeof(float);
-    work.compulsory = backward_bytes(shape);
+    work.loaded = samples * 2.0 * kCorners * row * element_bytes;
+    work.compulsory = backward_bytes(shape, element_bytes);
     work.footprint = work.compulsory;
     work.value_rows = kCorners;
     work.grad_rows = kCorners * kGradValueFetches;
     return work;
 }
 
-Work operator_work(const Shape &shape, Operator op) {
-    if (op == Operator::forward) return forward_work(shape);
-    if (op == Operator::backward) return backward_work(shape);
-    const Work f = forward_work(shape), b = backward_work(shape);
+Work operator_work(const Shape &shape, Operator op, double element_bytes) {
+    if (op == Operator::forward) return forward_work(shape, element_bytes);
+    if (op == Operator::backward) return backward_work(shape, element_bytes);
+    const Work f = forward_work(shape, element_bytes), b = backward_work(shape, element_bytes);
     // The backward touches every tensor of the forward but the output, so
     // the pair's footprint is the backward's and the output's.
     const double output =
-        sizeof(float) * static_cast<double>(shape.batch * shape.queries * shape.heads * shape.channels);
+        element_bytes * static_cast<double>(shape.batch * shape.queries * shape.heads * shape.channels);
     Work work;
     work.fmas = f.fmas + b.fmas;
     work.loaded = f.loaded + b.loaded;
@@ -107,8 +109,8 @@ double FloorModel::row_rate(long long rows, long long row_stride_bytes, long lon
     return rate;
 }
 
-Floor FloorModel::floor(const Shape &shape, Distribution distribution, Operator op) {
-    const Work work = operator_work(shape, op);
+Floor FloorModel::floor(const Shape &shape, Distribution distribution, Operator op, double element_bytes) {
+    const Work work = operator_work(shape, op, element_bytes);
     // The compulsory bytes come from L3 when every tensor the call touches
     // fits in it: a benchmark loop calls the operator again and again on the
     // same tensors, so a working set that fits stays there between calls and
@@ -127,11 +129,11 @@ Floor FloorModel::floor(const Shape &shape, Distribution distribution, Operator 
     if (distribution == Distribution::uniform && !shape.levels.empty()) {
         // Uniform locations: every corner is a random row of its level's
         // slice of value for one head (BLNC: rows N_h * C floats apart),
-        // fetched at the rate the probe measures for that geometry. Each
-        // level gets S / N_l samples.
+        // fetched at the rate the probe measures for that geometry (rows of
+        // C elements in the storage dtype). Each level gets S / N_l samples.
         const double samples_per_level =
             static_cast<double>(shape.samples()) / static_cast<double>(shape.levels.size());
-        const long long row_bytes = static_cast<long long>(shape.channels * sizeof(float));
+        const long long row_bytes = static_cast<long long>(static_cast<double>(shape.channels) * element_bytes);
         const long long stride = static_cast<long long>(shape.heads) * row_bytes;
         double latency = 0;
         for (const Level &level : shape.levels) {

@@ -48,7 +48,12 @@ class FloorModel {
 public:
     explicit FloorModel(int threads);
     const MachineRates &rates() const { return rates_; }
-    Floor floor(const Shape &shape, Distribution distribution, Operator op);
+    // `element_bytes`: the storage size of value, attention_weights, output
+    // and their gradients (4 float32, 2 float16 / bfloat16; problem.h's
+    // forward_bytes). The arithmetic is float32 in every case, so the compute
+    // bound does not depend on it; the loaded and compulsory bytes and the
+    // corner rows (C elements) do.
+    Floor floor(const Shape &shape, Distribution distribution, Operator op, double element_bytes = 4.0);
 
 private:
     double row_rate(long long rows, long long row_stride_bytes, long long row_bytes);

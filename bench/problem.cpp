@@ -131,19 +131,25 @@ Problem make_problem(const Shape &shape, Distribution distribution, std::uint64_
     return problem;
 }
 
-double forward_bytes(const Shape &shape) {
+// Locations (two coordinates a sample) and their gradient are float32.
+constexpr double kLocationBytes = 4.0;
+
+double forward_bytes(const Shape &shape, double element_bytes) {
     const double samples = static_cast<double>(shape.samples());
     const double value = static_cast<double>(shape.batch * shape.value_length() * shape.heads * shape.channels);
     const double output = static_cast<double>(shape.batch * shape.queries * shape.heads * shape.channels);
-    return 4.0 * (value + 2.0 * samples + samples + output);
+    // value, attention_weights and output in the storage dtype; locations.
+    return element_bytes * (value + samples + output) + kLocationBytes * 2.0 * samples;
 }
 
-double backward_bytes(const Shape &shape) {
+double backward_bytes(const Shape &shape, double element_bytes) {
     const double samples = static_cast<double>(shape.samples());
     const double value = static_cast<double>(shape.batch * shape.value_length() * shape.heads * shape.channels);
     const double output = static_cast<double>(shape.batch * shape.queries * shape.heads * shape.channels);
-    // Inputs (value, locations, weights, grad_output), then the gradients.
-    return 4.0 * (value + 3.0 * samples + output) + 4.0 * (value + 3.0 * samples);
+    // Inputs (value, attention_weights, grad_output; locations), then the
+    // gradients (grad_value, grad_attention_weights; grad_sampling_locations).
+    return element_bytes * (value + samples + output) + kLocationBytes * 2.0 * samples +
+           element_bytes * (value + samples) + kLocationBytes * 2.0 * samples;
 }
 
 }  // namespace msda_bench

@@ -63,7 +63,11 @@ Problem make_problem(const Shape &shape, Distribution distribution, std::uint64_
 //   forward:  value + locations + attention_weights + output
 //   backward: value + locations + attention_weights + grad_output
 //             + grad_value + grad_sampling_locations + grad_attention_weights
-double forward_bytes(const Shape &shape);
-double backward_bytes(const Shape &shape);
+// `element_bytes` is the size of one element of the tensors in the storage
+// dtype: value, attention_weights, output / grad_output, grad_value and
+// grad_attention_weights (4 for float32, 2 for float16 and bfloat16). The
+// locations and their gradient are float32 (4 bytes) in every case.
+double forward_bytes(const Shape &shape, double element_bytes = 4.0);
+double backward_bytes(const Shape &shape, double element_bytes = 4.0);
 
 }  // namespace msda_bench

@@ -15,6 +15,12 @@ are used, otherwise the iteration rows (the median of them if a benchmark
 has several). Times are real_time, converted from each row's time_unit: the
 bench times itself (manual time).
 
+Where the JSON has half-precision rows (implementations msda_f16 and
+msda_bf16, on M0 and G), a second table follows, "Half precision (M0, G)":
+one row per (shape, distribution, dtype), float32 first, with msda's time
+per operator and its ratio to float32 msda's (the vs_f32 counter: < 1 is
+faster).
+
 --targets adds a check list of the issue's performance targets, each PASS
 or FAIL with the numbers behind it (n/a where the JSON lacks them).
 
@@ -28,6 +34,10 @@ import sys
 
 OPS = ("forward", "backward", "forward_backward")
 OP_SHORT = {"forward": "fwd", "backward": "bwd", "forward_backward": "fwd+bwd"}
+
+# msda's implementation name per storage dtype (bench_main's msda_name).
+DTYPE_IMPLEMENTATIONS = (("f32", "msda"), ("f16", "msda_f16"), ("bf16", "msda_bf16"))
+HALF_IMPLEMENTATIONS = {implementation for dtype, implementation in DTYPE_IMPLEMENTATIONS if dtype != "f32"}
 
 # real_time is in the row's time_unit; the table is in ms.
 MS_PER_UNIT = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
@@ -59,7 +69,7 @@ class Result:
         # Google Benchmark's default unit is ns; the bench asks for ms.
         self.ms = statistics.median(row["real_time"] * ms_per_unit(row.get("time_unit", "ns")) for row in rows)
         self.counters = {}
-        for key in ("floor_ratio", "speedup_vs_grid_sample", "ns_per_sample", "GBps"):
+        for key in ("floor_ratio", "speedup_vs_grid_sample", "vs_f32", "ns_per_sample", "GBps"):
             values = [row[key] for row in rows if isinstance(row.get(key), (int, float))]
             if values:
                 self.counters[key] = statistics.median(values)
@@ -82,9 +92,10 @@ def benchmark_key(row):
 
 
 def load_results(data):
-    """{(op, shape, distribution, implementation): Result}, and the (shape,
-    distribution) pairs in the order the JSON lists them."""
-    iterations, medians, order = {}, {}, []
+    """{(op, shape, distribution, implementation): Result}, the (shape,
+    distribution) pairs of the float32 rows (msda and the peers) in the
+    order the JSON lists them, and those of the half-precision rows."""
+    iterations, medians, order, half_order = {}, {}, [], []
     for row in data.get("benchmarks", []):
         key = benchmark_key(row)
         if key is None or row.get("error_occurred"):
@@ -92,8 +103,9 @@ def load_results(data):
         if "real_time" not in row:
             continue  # a big-O or RMS aggregate
         pair = (key[1], key[2])
-        if pair not in order:
-            order.append(pair)
+        pairs = half_order if key[3] in HALF_IMPLEMENTATIONS else order
+        if pair not in pairs:
+            pairs.append(pair)
         if row.get("run_type") == "aggregate":
             if row.get("aggregate_name") == "median":
                 medians.setdefault(key, []).append(row)
@@ -108,7 +120,7 @@ def load_results(data):
             # the same one; the iteration rows have it in any case.
             result.label = Result(iterations[key]).label
         results[key] = result
-    return results, order
+    return results, order, half_order
 
 
 def repetitions(data):
@@ -199,6 +211,49 @@ def table(results, order):
     return "\n".join(lines) + "\n\n" + legend
 
 
+def vs_f32(results, op, shape, distribution, implementation):
+    """The half row's time over float32 msda's: the vs_f32 counter (measured
+    in the same run), else the two rows' times; None without both."""
+    half = results.get((op, shape, distribution, implementation))
+    if half is None:
+        return None
+    if "vs_f32" in half.counters:
+        return half.counters["vs_f32"]
+    f32 = results.get((op, shape, distribution, "msda"))
+    return half.ms / f32.ms if f32 is not None and f32.ms > 0 else None
+
+
+def half_table(results, half_order):
+    """msda per storage dtype on the shapes with half-precision rows."""
+    columns = ["shape", "dist", "dtype"]
+    for op in OPS:
+        short = OP_SHORT[op]
+        columns += ["%s ms" % short, "%s vs f32" % short]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join(["---"] * 3 + ["--:"] * (len(columns) - 3)) + "|"]
+    for shape, distribution in half_order:
+        for dtype, implementation in DTYPE_IMPLEMENTATIONS:
+            if not any((op, shape, distribution, implementation) in results for op in OPS):
+                continue
+            cells = [shape, distribution, dtype]
+            for op in OPS:
+                result = results.get((op, shape, distribution, implementation))
+                if result is None:
+                    cells += ["-", "-"]
+                    continue
+                cells.append(format_ms(result.ms))
+                if implementation == "msda":
+                    cells.append("1")
+                else:
+                    ratio = vs_f32(results, op, shape, distribution, implementation)
+                    cells.append("-" if ratio is None else "%.2fx" % ratio)
+            lines.append("| " + " | ".join(cells) + " |")
+    legend = ("ms: msda's time with value, attention_weights, grad_output and the results (but the location "
+              "gradient) stored in that dtype, locations float32, arithmetic float32. vs f32: that time over "
+              "float32 msda's for the same benchmark in the same run (below 1: faster; 1 on the float32 rows, the "
+              "reference; - where float32 did not run).")
+    return "\n".join(lines) + "\n\n" + legend
+
+
 def targets(results, order):
     """The issue's targets as (verdict, what, numbers) lines."""
     checks = []
@@ -263,6 +318,16 @@ def targets(results, order):
                            "%s uniform: within 1.5x latency floor" % shape, numbers))
     if latency_rows == 0:
         checks.append(("n/a", "uniform: within 1.5x latency floor", "no uniform benchmark has a latency floor"))
+
+    # Issue 4 (half-precision storage).
+    what = "M0 local: bf16 forward <= 0.8x the f32 time"
+    ratio = vs_f32(results, "forward", "M0", "local", "msda_bf16")
+    if ratio is None:
+        checks.append(("n/a", what, "no forward/M0/local/msda_bf16 with its float32 time"))
+    else:
+        bf16 = results[("forward", "M0", "local", "msda_bf16")]
+        numbers = "%.2fx (bf16 %s ms, f32 %s ms)" % (ratio, format_ms(bf16.ms), format_ms(bf16.ms / ratio))
+        checks.append((verdict(ratio <= 0.8), what, numbers))
     return checks
 
 
@@ -277,13 +342,20 @@ def main():
         with open(args.json) as file:
             data = json.load(file)
 
-    results, order = load_results(data)
+    results, order, half_order = load_results(data)
     print(header(data))
     print()
-    if not order:
+    if not order and not half_order:
         print("(no op/shape/distribution/implementation benchmarks in %s)" % args.json)
         return
-    print(table(results, order))
+    if order:
+        print(table(results, order))
+    if half_order:
+        if order:
+            print()
+        print("Half precision (M0, G):")
+        print()
+        print(half_table(results, half_order))
     if args.targets:
         print()
         print("Targets:")
