@@ -1,9 +1,11 @@
 // The msda command line end to end: small random problems written to .npy
 // files in every layout, run through the built binary, and the files it
-// writes compared with the double reference computed here. Bad inputs must
-// give a non-zero exit status and a message naming the tensor or file.
+// writes compared with the double reference computed here, in float32 and
+// in the half-precision storage dtypes. Bad inputs must give a non-zero exit
+// status and a message naming the tensor or file.
 #include <gtest/gtest.h>
 
+#include <msda/half.hpp>
 #include <msda/msda.hpp>
 
 #include <sys/wait.h>
@@ -18,6 +20,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "msda_reference.h"
@@ -33,6 +36,8 @@ namespace fs = std::filesystem;
 using Shape = std::vector<std::int64_t>;
 
 constexpr double kFloat32Tolerance = 1e-5;  // SPEC, relative to the largest magnitude
+constexpr double kFloat16Tolerance = 5e-3;
+constexpr double kBfloat16Tolerance = 2e-2;
 constexpr int kExitBadInput = 1;
 constexpr int kExitBadUsage = 2;
 
@@ -291,6 +296,18 @@ protected:
                   kFloat32Tolerance);
     }
 
+    // The three gradient files a backward run wrote (in the inputs' layouts),
+    // in canonical order.
+    msda::reference::Gradients read_gradients(const SmallProblem &problem, const Layouts &layouts) const {
+        const std::vector<int> value = value_order(layouts.value), locations = locations_order(layouts.locations);
+        const Shape value_file_shape = permuted_shape(problem.value_shape(), value);
+        const Shape locations_file_shape = permuted_shape(problem.locations_shape(), locations);
+        return {permute(read_result(path("grad-value.npy"), value_file_shape), value_file_shape, inverse(value)),
+                permute(read_result(path("grad-sampling-locations.npy"), locations_file_shape),
+                        locations_file_shape, inverse(locations)),
+                read_result(path("grad-attention-weights.npy"), problem.weights_shape())};
+    }
+
 private:
     static std::string slurp(const std::string &file) {
         std::ifstream in(file);
@@ -350,18 +367,10 @@ TEST_P(CliLayouts, BackwardMatchesTheReferenceWithGradientsInTheInputsLayouts) {
         write_inputs(problem, l), {"grad-value", "grad-sampling-locations", "grad-attention-weights"}));
     ASSERT_EQ(result.exit_code, 0) << result.errors;
 
-    const std::vector<int> value = value_order(l.value), locations = locations_order(l.locations);
-    const Shape value_file_shape = permuted_shape(problem.value_shape(), value);
-    const Shape locations_file_shape = permuted_shape(problem.locations_shape(), locations);
-    const std::vector<double> grad_value =
-        permute(read_result(path("grad-value.npy"), value_file_shape), value_file_shape, inverse(value));
-    const std::vector<double> grad_locations = permute(
-        read_result(path("grad-sampling-locations.npy"), locations_file_shape), locations_file_shape, inverse(locations));
-    const std::vector<double> grad_weights = read_result(path("grad-attention-weights.npy"), problem.weights_shape());
-
-    EXPECT_LE(max_relative_error(grad_value, expected.value), kFloat32Tolerance);
-    EXPECT_LE(max_relative_error(grad_locations, expected.sampling_locations), kFloat32Tolerance);
-    EXPECT_LE(max_relative_error(grad_weights, expected.attention_weights), kFloat32Tolerance);
+    const msda::reference::Gradients written = read_gradients(problem, l);
+    EXPECT_LE(max_relative_error(written.value, expected.value), kFloat32Tolerance);
+    EXPECT_LE(max_relative_error(written.sampling_locations, expected.sampling_locations), kFloat32Tolerance);
+    EXPECT_LE(max_relative_error(written.attention_weights, expected.attention_weights), kFloat32Tolerance);
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryLayout, CliLayouts, ::testing::ValuesIn(every_layout_combination()),
@@ -420,6 +429,207 @@ TEST_F(Cli, NoQueriesIsAValidProblem) {
     ASSERT_EQ(result.exit_code, 0) << result.errors;
     const std::vector<double> grad_value = read_result(path("grad-value.npy"), problem.value_shape());
     EXPECT_TRUE(std::ranges::all_of(grad_value, [](double g) { return g == 0.0; })) << "no query, no gradient";
+}
+
+// ----------------------------------------------------------------------------
+// Half-precision storage: --dtype f16|bf16 [--locations-dtype f32|same]. The
+// files hold float32; the binary rounds them to the storage dtype, and its
+// float32 results are held to the reference computed on the rounded inputs.
+
+struct HalfCase {
+    msda::DType dtype;
+    bool locations_in_dtype;  // --locations-dtype same
+    Layouts layouts;          // varied so the conversions meet both layouts of each tensor
+};
+
+const char *dtype_option(msda::DType dtype) { return dtype == msda::DType::f16 ? "f16" : "bf16"; }
+
+std::string half_case_name(const HalfCase &c) {
+    return std::string(c.dtype == msda::DType::f16 ? "F16" : "Bf16") +
+           (c.locations_in_dtype ? "_LocationsSame" : "_LocationsF32") + "_" + layout_name(c.layouts);
+}
+
+void PrintTo(const HalfCase &c, std::ostream *out) { *out << half_case_name(c); }
+
+// x (a float32) as the storage dtype holds it.
+double stored(double x, msda::DType dtype) {
+    const float single = static_cast<float>(x);
+    switch (dtype) {
+    case msda::DType::f16: return msda::f16_to_float(msda::float_to_f16(single));
+    case msda::DType::bf16: return msda::bf16_to_float(msda::float_to_bf16(single));
+    default: return single;
+    }
+}
+
+std::vector<double> stored(std::vector<double> values, msda::DType dtype) {
+    for (double &x : values) x = stored(x, dtype);
+    return values;
+}
+
+// SPEC's tolerance for the storage dtype, relative to the tensor's largest
+// magnitude. A float16 tensor is also allowed 2^-25, float16's rounding
+// error at its smallest spacing (the rule of tests/core_grid.h): a tensor of
+// tiny values cannot be held to 5e-3 of them in float16.
+::testing::AssertionResult agrees(const std::string &name, const std::vector<double> &actual,
+                                  const std::vector<double> &expected, msda::DType storage,
+                                  msda::DType tensor_dtype) {
+    if (actual.size() != expected.size())
+        return ::testing::AssertionFailure() << name << ": " << actual.size() << " elements, reference has "
+                                             << expected.size();
+    double largest = 0.0;
+    for (double e : expected) largest = std::max(largest, std::abs(e));
+    const double relative = storage == msda::DType::f16 ? kFloat16Tolerance : kBfloat16Tolerance;
+    const double floor = tensor_dtype == msda::DType::f16 ? std::ldexp(1.0, -25) : 0.0;
+    const double tolerance = std::max(relative * largest, floor);
+    for (std::size_t i = 0; i < actual.size(); ++i) {
+        if (!(std::abs(actual[i] - expected[i]) <= tolerance))  // NaN fails too
+            return ::testing::AssertionFailure() << name << "[" << i << "] is " << actual[i] << ", reference "
+                                                 << expected[i] << " (tolerance " << tolerance << ")";
+    }
+    return ::testing::AssertionSuccess();
+}
+
+class CliHalfPrecision : public Cli, public ::testing::WithParamInterface<HalfCase> {
+protected:
+    msda::DType locations_dtype() const {
+        return GetParam().locations_in_dtype ? GetParam().dtype : msda::DType::f32;
+    }
+
+    // The inputs as the binary stores them, with the case's options.
+    msda::reference::Problem stored_problem(const SmallProblem &problem) const {
+        const HalfCase c = GetParam();
+        msda::reference::Problem reference = problem.reference;
+        reference.value = stored(reference.value, c.dtype);
+        reference.sampling_locations = stored(reference.sampling_locations, locations_dtype());
+        reference.attention_weights = stored(reference.attention_weights, c.dtype);
+        reference.align_corners = c.layouts.align_corners;
+        reference.border = c.layouts.padding == msda::PaddingMode::border;
+        return reference;
+    }
+
+    std::vector<std::string> dtype_arguments() const {
+        return {"--dtype", dtype_option(GetParam().dtype), "--locations-dtype",
+                GetParam().locations_in_dtype ? "same" : "f32"};
+    }
+
+    std::uint64_t seed() const {
+        return 300 + (GetParam().dtype == msda::DType::f16 ? 0 : 2) + (GetParam().locations_in_dtype ? 1 : 0);
+    }
+};
+
+TEST_P(CliHalfPrecision, ForwardMatchesTheReferenceOnTheRoundedInputs) {
+    const SmallProblem problem = make_problem(seed());
+    std::vector<std::string> arguments = forward_command(write_inputs(problem, GetParam().layouts));
+    const std::vector<std::string> dtypes = dtype_arguments();
+    arguments.insert(arguments.end(), dtypes.begin(), dtypes.end());
+    const RunResult result = run(arguments);
+    ASSERT_EQ(result.exit_code, 0) << result.errors;
+    EXPECT_TRUE(agrees("output", read_result(path("output.npy"), problem.output_shape()),
+                       msda::reference::forward(stored_problem(problem)), GetParam().dtype, GetParam().dtype));
+}
+
+TEST_P(CliHalfPrecision, BackwardMatchesTheReferenceOnTheRoundedInputs) {
+    const SmallProblem problem = make_problem(seed());
+    const msda::DType dtype = GetParam().dtype;
+    std::vector<std::string> arguments =
+        backward_command(write_inputs(problem, GetParam().layouts),
+                         {"grad-value", "grad-sampling-locations", "grad-attention-weights"});
+    const std::vector<std::string> dtypes = dtype_arguments();
+    arguments.insert(arguments.end(), dtypes.begin(), dtypes.end());
+    const RunResult result = run(arguments);
+    ASSERT_EQ(result.exit_code, 0) << result.errors;
+
+    const msda::reference::Gradients expected =
+        msda::reference::backward(stored_problem(problem), stored(problem.grad_output, dtype));
+    const msda::reference::Gradients written = read_gradients(problem, GetParam().layouts);
+    EXPECT_TRUE(agrees("grad_value", written.value, expected.value, dtype, dtype));
+    EXPECT_TRUE(agrees("grad_sampling_locations", written.sampling_locations, expected.sampling_locations, dtype,
+                       locations_dtype()));
+    EXPECT_TRUE(agrees("grad_attention_weights", written.attention_weights, expected.attention_weights, dtype, dtype));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryStorage, CliHalfPrecision,
+    ::testing::Values(HalfCase{msda::DType::f16, false, {}},
+                      HalfCase{msda::DType::f16, true,
+                               {msda::ValueLayout::BNLC, msda::LocationsLayout::B2QHLP, true,
+                                msda::PaddingMode::zeros}},
+                      HalfCase{msda::DType::bf16, false,
+                               {msda::ValueLayout::BNLC, msda::LocationsLayout::BQHLP2, false,
+                                msda::PaddingMode::border}},
+                      HalfCase{msda::DType::bf16, true,
+                               {msda::ValueLayout::BLNC, msda::LocationsLayout::B2QHLP, true,
+                                msda::PaddingMode::border}}),
+    [](const ::testing::TestParamInfo<HalfCase> &parameter) { return half_case_name(parameter.param); });
+
+// Every result file is float32 .npy in the shape of its tensor, holding the
+// half results exactly: each value is one the storage dtype can hold.
+TEST_F(Cli, HalfResultsAreWrittenAsFloat32Files) {
+    const SmallProblem problem = make_problem(311);
+    const std::vector<std::string> inputs = write_inputs(problem, {});
+    for (msda::DType dtype : {msda::DType::f16, msda::DType::bf16}) {
+        SCOPED_TRACE(dtype_option(dtype));
+        std::vector<std::string> forward = forward_command(inputs), backward = backward_command(
+            inputs, {"grad-value", "grad-sampling-locations", "grad-attention-weights"});
+        for (std::vector<std::string> *arguments : {&forward, &backward}) {
+            arguments->insert(arguments->end(), {"--dtype", dtype_option(dtype), "--locations-dtype", "same"});
+            const RunResult result = run(*arguments);
+            ASSERT_EQ(result.exit_code, 0) << result.errors;
+        }
+        const std::vector<std::pair<std::string, Shape>> results = {
+            {"output.npy", problem.output_shape()},
+            {"grad-value.npy", problem.value_shape()},
+            {"grad-sampling-locations.npy", problem.locations_shape()},
+            {"grad-attention-weights.npy", problem.weights_shape()}};
+        for (const auto &[file, shape] : results) {
+            const npy::Array array = npy::read(path(file));
+            ASSERT_EQ(array.dtype(), npy::DType::float32) << file;
+            EXPECT_EQ(array.shape(), shape) << file;
+            const auto values = array.elements<float>();
+            EXPECT_TRUE(std::ranges::any_of(values, [](float x) { return x != 0.0f; })) << file << " is all zeros";
+            for (float x : values) ASSERT_EQ(stored(x, dtype), x) << file << " holds a value " << dtype_option(dtype)
+                                                                  << " cannot";
+        }
+    }
+}
+
+// float64 files are rounded once, straight to the storage dtype: rounding
+// to float32 first would turn 1 + 2^-11 + 2^-40 into float16's tie
+// 1 + 2^-11 and then round it down to 1. One pixel, one point of weight 1 at
+// its centre: the output is the stored value itself.
+TEST_F(Cli, Float64InputsAreRoundedOnceToTheStorageDtype) {
+    for (msda::DType dtype : {msda::DType::f16, msda::DType::bf16}) {
+        SCOPED_TRACE(dtype_option(dtype));
+        const double spacing = dtype == msda::DType::f16 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -7);
+        SmallProblem problem;
+        msda::reference::Problem &p = problem.reference;
+        p.batch = p.queries = p.heads = p.points = 1;
+        p.channels = 4;
+        p.levels = {{1, 1}};
+        const double above_tie = 1 + spacing / 2 + std::ldexp(1.0, -40);
+        p.value = {above_tie, -above_tie, 1 + spacing / 2, 3.0};
+        p.sampling_locations = {0.5, 0.5};
+        p.attention_weights = {1.0};
+        problem.grad_output = std::vector<double>(4, 1.0);
+        std::vector<std::string> arguments = forward_command(write_inputs(problem, {}, {npy::DType::float64}));
+        arguments.insert(arguments.end(), {"--dtype", dtype_option(dtype)});
+        const RunResult result = run(arguments);
+        ASSERT_EQ(result.exit_code, 0) << result.errors;
+        const std::vector<double> expected = {1 + spacing, -(1 + spacing), 1.0 /* the tie, to even */, 3.0};
+        EXPECT_EQ(read_result(path("output.npy"), problem.output_shape()), expected);
+    }
+}
+
+TEST_F(Cli, ExplicitFloat32StorageIsTheDefault) {
+    const SmallProblem problem = make_problem(312);
+    const std::vector<std::string> inputs = write_inputs(problem, {});
+    ASSERT_EQ(run(forward_command(inputs)).exit_code, 0);
+    const std::vector<double> by_default = read_result(path("output.npy"), problem.output_shape());
+    std::vector<std::string> arguments = forward_command(inputs);
+    arguments.insert(arguments.end(), {"--dtype", "f32", "--locations-dtype", "same"});
+    const RunResult result = run(arguments);
+    ASSERT_EQ(result.exit_code, 0) << result.errors;
+    EXPECT_EQ(read_result(path("output.npy"), problem.output_shape()), by_default);
 }
 
 // ----------------------------------------------------------------------------
@@ -536,15 +746,24 @@ TEST_F(CliRejects, AGradOutputOfTheWrongShape) {
     EXPECT_FALSE(fs::exists(path("grad-value.npy")));
 }
 
-TEST_F(CliRejects, DtypesThatAreNotAvailableYet) {
-    for (const char *dtype : {"f16", "bf16"}) {
+TEST_F(CliRejects, AnUnknownDtypeNamingTheAllowedValues) {
+    for (const char *dtype : {"f64", "float16", "i32"}) {
         std::vector<std::string> arguments = inputs_;
         arguments.insert(arguments.end(), {"--dtype", dtype});
-        expect_forward_rejected(arguments, {dtype, "not available yet"}, kExitBadUsage);
+        expect_forward_rejected(arguments, {"--dtype", dtype, "f32", "f16", "bf16"}, kExitBadUsage);
     }
-    std::vector<std::string> arguments = inputs_;
-    arguments.insert(arguments.end(), {"--dtype", "f64"});
-    expect_forward_rejected(arguments, {"f64", "expected f32"}, kExitBadUsage);
+    // The locations take float32 or the storage dtype, not a dtype by name.
+    for (const char *dtype : {"f16", "bf16", "different"}) {
+        std::vector<std::string> arguments = inputs_;
+        arguments.insert(arguments.end(), {"--dtype", "f16", "--locations-dtype", dtype});
+        expect_forward_rejected(arguments, {"--locations-dtype", dtype, "f32", "same"}, kExitBadUsage);
+    }
+    std::vector<std::string> arguments = backward_command(inputs_, {"grad-value"});
+    arguments.insert(arguments.end(), {"--dtype", "f8"});
+    const RunResult result = run(arguments);
+    EXPECT_EQ(result.exit_code, kExitBadUsage);
+    EXPECT_NE(result.errors.find("--dtype"), std::string::npos) << result.errors;
+    EXPECT_FALSE(fs::exists(path("grad-value.npy")));
 }
 
 TEST_F(CliRejects, UsageErrors) {

@@ -18,9 +18,22 @@ struct InputFiles {
     std::string attention_weights;
 };
 
+// The storage dtypes the tensors are converted to for the call. The files
+// are float32 or float64 whatever these are, and results are written as
+// float32.
+struct Storage {
+    msda::DType dtype = msda::DType::f32;  // value, attention_weights, grad_output and the results
+    // --locations-dtype same: sampling_locations and its gradient in `dtype`
+    // too; otherwise float32 (the recommended pairing with half storage).
+    bool locations_in_dtype = false;
+
+    msda::DType locations_dtype() const { return locations_in_dtype ? dtype : msda::DType::f32; }
+};
+
 struct ForwardCommand {
     InputFiles inputs;
     msda::Options options;
+    Storage storage;
     std::string output;
 };
 
@@ -28,6 +41,7 @@ struct ForwardCommand {
 struct BackwardCommand {
     InputFiles inputs;
     msda::Options options;
+    Storage storage;
     std::string grad_output;
     std::string grad_value;
     std::string grad_sampling_locations;

@@ -18,16 +18,19 @@ struct Inputs {
     TensorFile attention_weights;
 };
 
-Inputs read_inputs(const InputFiles &files, const msda::Options &options) {
+Inputs read_inputs(const InputFiles &files, const msda::Options &options, const Storage &storage) {
     const bool blnc = options.value_layout == msda::ValueLayout::BLNC;
     const bool bqhlp2 = options.locations_layout == msda::LocationsLayout::BQHLP2;
     return {
-        read_float_tensor("value", files.value, {4, blnc ? "BLNC (B, L, N_h, C_h)" : "BNLC (B, N_h, L, C_h)"}),
+        read_float_tensor("value", files.value, {4, blnc ? "BLNC (B, L, N_h, C_h)" : "BNLC (B, N_h, L, C_h)"},
+                          storage.dtype),
         read_index_tensor("spatial_shapes", files.spatial_shapes, {2, "(N_l, 2)"}),
         read_index_tensor("level_start_index", files.level_start_index, {1, "(N_l,)"}),
         read_float_tensor("sampling_locations", files.sampling_locations,
-                          {6, bqhlp2 ? "BQHLP2 (B, N_q, N_h, N_l, N_p, 2)" : "B2QHLP (B, 2, N_q, N_h, N_l, N_p)"}),
-        read_float_tensor("attention_weights", files.attention_weights, {5, "(B, N_q, N_h, N_l, N_p)"}),
+                          {6, bqhlp2 ? "BQHLP2 (B, N_q, N_h, N_l, N_p, 2)" : "B2QHLP (B, 2, N_q, N_h, N_l, N_p)"},
+                          storage.locations_dtype()),
+        read_float_tensor("attention_weights", files.attention_weights, {5, "(B, N_q, N_h, N_l, N_p)"},
+                          storage.dtype),
     };
 }
 
@@ -50,7 +53,7 @@ void naming_files(const std::vector<const TensorFile *> &tensors, Call call) {
 }  // namespace
 
 void run_forward(const ForwardCommand &command) {
-    const Inputs in = read_inputs(command.inputs, command.options);
+    const Inputs in = read_inputs(command.inputs, command.options, command.storage);
     msda::ForwardArgs args;
     args.value = in.value.view();
     args.spatial_shapes = in.spatial_shapes.view();
@@ -63,8 +66,8 @@ void run_forward(const ForwardCommand &command) {
     // from them, and files can claim absurd shapes.
     msda::ProblemSize size;
     naming_files(inputs, [&] { size = msda::ProblemSize::of(args, command.options); });
-    TensorFile output =
-        make_result("output", command.output, {size.batch, size.queries, size.heads * size.channels});
+    TensorFile output = make_result("output", command.output, {size.batch, size.queries, size.heads * size.channels},
+                                    command.storage.dtype);
     args.output = output.view();
     naming_files(inputs, [&] { msda::forward(args, command.options); });
     write_tensor(output);
@@ -79,10 +82,12 @@ void run_backward(const BackwardCommand &command) {
         throw msda::Error("msda: backward: no gradient asked for (give --grad-value, "
                           "--grad-sampling-locations and/or --grad-attention-weights)");
 
-    const Inputs in = read_inputs(command.inputs, options);
-    const TensorFile grad_output = read_float_tensor("grad_output", command.grad_output, {3, "(B, N_q, N_h*C_h)"});
+    const Inputs in = read_inputs(command.inputs, options, command.storage);
+    const TensorFile grad_output =
+        read_float_tensor("grad_output", command.grad_output, {3, "(B, N_q, N_h*C_h)"}, command.storage.dtype);
 
-    // Each gradient has the shape (so the layout) of the tensor it belongs to.
+    // Each gradient has the shape (so the layout) and the storage dtype of the
+    // tensor it belongs to.
     msda::BackwardArgs args;
     args.value = in.value.view();
     args.spatial_shapes = in.spatial_shapes.view();
@@ -92,17 +97,17 @@ void run_backward(const BackwardCommand &command) {
     args.grad_output = grad_output.view();
     TensorFile grad_value, grad_sampling_locations, grad_attention_weights;
     if (options.grad_value) {
-        grad_value = make_result("grad_value", command.grad_value, in.value.array.shape());
+        grad_value = make_result("grad_value", command.grad_value, in.value.shape, in.value.dtype);
         args.grad_value = grad_value.view();
     }
     if (options.grad_sampling_locations) {
         grad_sampling_locations = make_result("grad_sampling_locations", command.grad_sampling_locations,
-                                              in.sampling_locations.array.shape());
+                                              in.sampling_locations.shape, in.sampling_locations.dtype);
         args.grad_sampling_locations = grad_sampling_locations.view();
     }
     if (options.grad_attention_weights) {
         grad_attention_weights = make_result("grad_attention_weights", command.grad_attention_weights,
-                                             in.attention_weights.array.shape());
+                                             in.attention_weights.shape, in.attention_weights.dtype);
         args.grad_attention_weights = grad_attention_weights.view();
     }
     naming_files({&in.value, &in.spatial_shapes, &in.level_start_index, &in.sampling_locations,

@@ -29,19 +29,8 @@ void report(std::string_view message) {
     std::cerr << (message.starts_with("msda: ") ? "" : "msda: ") << message << "\n";
 }
 
-// Only float32 storage exists so far; f16 and bf16 are named so users learn
-// they are coming rather than that they are unknown.
-CLI::Validator storage_dtype_validator() {
-    return CLI::Validator(
-        [](std::string &dtype) -> std::string {
-            if (dtype == "f32") return "";
-            if (dtype == "f16" || dtype == "bf16") return dtype + " is not available yet (this build supports f32)";
-            return "unknown dtype '" + dtype + "' (expected f32; f16 and bf16 are not available yet)";
-        },
-        "f32", "storage dtype");
-}
-
-// An option that takes one of a few names (any case) and sets an enum.
+// An option that takes one of a few names (any case) and sets an enum (or a
+// bool, for two names).
 // CLI11's CheckedTransformer would also accept the enums' numbers and show
 // them in --help; users should only see the names.
 template <typename Enum>
@@ -61,7 +50,7 @@ void add_choice(CLI::App &command, const std::string &flag, Enum &target,
         ->type_name(CLI::detail::join(names, "|"));
 }
 
-void add_input_options(CLI::App &command, InputFiles &files, msda::Options &options, std::string &dtype) {
+void add_input_options(CLI::App &command, InputFiles &files, msda::Options &options, Storage &storage) {
     command.add_option("--value", files.value, "value .npy: (B, L, N_h, C_h), or (B, N_h, L, C_h) with BNLC")
         ->required();
     command.add_option("--spatial-shapes", files.spatial_shapes, "spatial_shapes .npy: (N_l, 2) int, rows (H, W)")
@@ -85,8 +74,12 @@ void add_input_options(CLI::App &command, InputFiles &files, msda::Options &opti
     add_choice(command, "--padding-mode", options.padding_mode,
                {{"zeros", msda::PaddingMode::zeros}, {"border", msda::PaddingMode::border}},
                "where samples outside a level read from; default zeros");
-    command.add_option("--dtype", dtype, "storage dtype: f32 (default; f16 and bf16 are not available yet)")
-        ->check(storage_dtype_validator());
+    add_choice(command, "--dtype", storage.dtype,
+               {{"f32", msda::DType::f32}, {"f16", msda::DType::f16}, {"bf16", msda::DType::bf16}},
+               "storage dtype of value, attention_weights, grad_output and the results, which are written as "
+               "float32; default f32");
+    add_choice(command, "--locations-dtype", storage.locations_in_dtype, {{"f32", false}, {"same", true}},
+               "storage dtype of sampling_locations (and its gradient): f32 (the default) or the same as --dtype");
 }
 
 void add_threads_option(CLI::App &command, int &threads) {
@@ -111,18 +104,16 @@ int main(int argc, char **argv) {
     ForwardCommand forward;
     BackwardCommand backward;
     DemoCommand demo;
-    // Only validated: float32 is the one storage dtype there is so far.
-    std::string dtype = "f32";
     int threads = 0;
 
     CLI::App *forward_command = app.add_subcommand("forward", "output = MSDA(inputs), written as float32 .npy");
-    add_input_options(*forward_command, forward.inputs, forward.options, dtype);
+    add_input_options(*forward_command, forward.inputs, forward.options, forward.storage);
     forward_command->add_option("--output,-o", forward.output, "output .npy: (B, N_q, N_h*C_h)")->required();
     add_threads_option(*forward_command, threads);
 
     CLI::App *backward_command =
         app.add_subcommand("backward", "the gradients asked for, given grad_output, written as float32 .npy");
-    add_input_options(*backward_command, backward.inputs, backward.options, dtype);
+    add_input_options(*backward_command, backward.inputs, backward.options, backward.storage);
     backward_command->add_option("--grad-output", backward.grad_output, "grad_output .npy: (B, N_q, N_h*C_h)")
         ->required();
     backward_command->add_option("--grad-value", backward.grad_value, "grad_value .npy to write (value's shape)");

@@ -1,6 +1,10 @@
 #include "tensor_files.h"
 
+#include <msda/half.hpp>
+
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 
 namespace msda_cli {
 
@@ -50,30 +54,79 @@ npy::Array to_float32(const npy::Array &doubles) {
     return floats;
 }
 
+bool is_half(msda::DType dtype) { return dtype == msda::DType::f16 || dtype == msda::DType::bf16; }
+
+// A double rounded to float32 toward zero, with the lowest significand bit
+// set when that was inexact ("round to odd"). Rounding this to a half type
+// (at most 11 significand bits of float32's 24) gives what rounding the
+// double itself would: rounding to nearest float32 first could land on a
+// tie the double was not at (1 + 2^-11 + 2^-40 would become 1 + 2^-11, then
+// float16's even 1 instead of the nearer 1 + 2^-10).
+float round_to_odd_float32(double x) {
+    float rounded = static_cast<float>(x);
+    if (std::isnan(x) || static_cast<double>(rounded) == x) return rounded;
+    if (std::abs(static_cast<double>(rounded)) > std::abs(x)) rounded = std::nextafter(rounded, 0.0f);
+    std::uint32_t bits;
+    std::memcpy(&bits, &rounded, sizeof bits);
+    bits |= 1u;
+    std::memcpy(&rounded, &bits, sizeof bits);
+    return rounded;
+}
+
+std::uint16_t to_half(msda::DType storage, float x) {
+    return storage == msda::DType::f16 ? msda::float_to_f16(x) : msda::float_to_bf16(x);
+}
+
+std::vector<std::uint16_t> to_halves(const npy::Array &array, msda::DType storage) {
+    std::vector<std::uint16_t> halves(static_cast<std::size_t>(array.numel()));
+    if (array.dtype() == npy::DType::float64)
+        std::ranges::transform(array.elements<double>(), halves.begin(),
+                               [storage](double x) { return to_half(storage, round_to_odd_float32(x)); });
+    else
+        std::ranges::transform(array.elements<float>(), halves.begin(),
+                               [storage](float x) { return to_half(storage, x); });
+    return halves;
+}
+
+// Exact: every float16 and bfloat16 value is a float32.
+npy::Array halves_to_float32(const TensorFile &tensor) {
+    npy::Array floats(npy::DType::float32, tensor.shape);
+    const bool f16 = tensor.dtype == msda::DType::f16;
+    std::ranges::transform(tensor.halves, floats.elements<float>().begin(), [f16](std::uint16_t half) {
+        return f16 ? msda::f16_to_float(half) : msda::bf16_to_float(half);
+    });
+    return floats;
+}
+
 }  // namespace
 
 msda::TensorView TensorFile::view() const {
     msda::TensorView view;
-    view.data = const_cast<void *>(array.data());
-    view.dtype = api_dtype(array.dtype());
-    view.rank = array.rank();
+    view.data = is_half(dtype) ? const_cast<std::uint16_t *>(halves.data()) : const_cast<void *>(array.data());
+    view.dtype = dtype;
+    view.rank = static_cast<int>(shape.size());
     std::int64_t stride = 1;
     for (int d = view.rank - 1; d >= 0; --d) {
-        view.shape[d] = array.shape()[d];
+        view.shape[d] = shape[d];
         view.strides[d] = stride;
-        stride *= array.shape()[d];
+        stride *= shape[d];
     }
     return view;
 }
 
-TensorFile read_float_tensor(const std::string &name, const std::string &path, const Expected &expected) {
+TensorFile read_float_tensor(const std::string &name, const std::string &path, const Expected &expected,
+                             msda::DType storage) {
     npy::Array array = read_file(name, path);
     if (array.dtype() != npy::DType::float32 && array.dtype() != npy::DType::float64)
         throw npy::Error(describe(name, path) + ": expected dtype float32 or float64, got " +
                          npy::dtype_name(array.dtype()));
     check_rank(name, path, array, expected);
-    if (array.dtype() == npy::DType::float64) array = to_float32(array);
-    return {name, path, std::move(array)};
+    TensorFile tensor{name, path, array.shape(), storage, {}, {}};
+    if (is_half(storage))
+        tensor.halves = to_halves(array, storage);  // the file's elements are not kept
+    else
+        tensor.array = array.dtype() == npy::DType::float64 ? to_float32(array) : std::move(array);
+    return tensor;
 }
 
 TensorFile read_index_tensor(const std::string &name, const std::string &path, const Expected &expected) {
@@ -82,13 +135,24 @@ TensorFile read_index_tensor(const std::string &name, const std::string &path, c
         throw npy::Error(describe(name, path) + ": expected dtype int32 or int64, got " +
                          npy::dtype_name(array.dtype()));
     check_rank(name, path, array, expected);
-    return {name, path, std::move(array)};
+    return {name, path, array.shape(), api_dtype(array.dtype()), std::move(array), {}};
 }
 
-TensorFile make_result(const std::string &name, const std::string &path, std::vector<std::int64_t> shape) {
-    return {name, path, npy::Array(npy::DType::float32, std::move(shape))};
+TensorFile make_result(const std::string &name, const std::string &path, std::vector<std::int64_t> shape,
+                       msda::DType storage) {
+    if (!is_half(storage)) return {name, path, shape, storage, npy::Array(npy::DType::float32, shape), {}};
+    // A result has the shape of an input held in memory, or one the API has
+    // checked (the output), so its element count does not overflow.
+    std::int64_t count = 1;
+    for (std::int64_t extent : shape) count *= extent;
+    return {name, path, std::move(shape), storage, {}, std::vector<std::uint16_t>(static_cast<std::size_t>(count))};
 }
 
-void write_tensor(const TensorFile &tensor) { npy::write(tensor.path, tensor.array); }
+void write_tensor(const TensorFile &tensor) {
+    if (is_half(tensor.dtype))
+        npy::write(tensor.path, halves_to_float32(tensor));
+    else
+        npy::write(tensor.path, tensor.array);  // not through a ?:, which would copy it
+}
 
 }  // namespace msda_cli

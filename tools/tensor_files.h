@@ -1,11 +1,15 @@
 // Operator tensors read from and written to .npy files, held in the form the
-// msda API takes them: float tensors as float32, index tensors as int32 or
-// int64, C order.
+// msda API takes them: float tensors in the storage dtype of the call
+// (float32, float16 or bfloat16), index tensors as int32 or int64, C order.
+// Files are float32 or float64 whatever the storage dtype; results are
+// written as float32.
 #pragma once
 
 #include <msda/msda.hpp>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "npy.h"
 
@@ -15,9 +19,15 @@ namespace msda_cli {
 struct TensorFile {
     std::string name;  // the tensor's name in the API, e.g. "value"
     std::string path;
+    std::vector<std::int64_t> shape;
+    msda::DType dtype = msda::DType::f32;  // as the API sees the tensor
+    // The elements: of a float32 or index tensor in `array`, of a float16 or
+    // bfloat16 tensor as bit patterns in `halves` (.npy has no bfloat16, and
+    // the API reads the patterns), with `array` left empty.
     npy::Array array;
+    std::vector<std::uint16_t> halves;
 
-    // A row-major view of `array` for the API.
+    // A row-major view of the elements for the API.
     msda::TensorView view() const;
 };
 
@@ -28,17 +38,22 @@ struct Expected {
     std::string shape;
 };
 
-// A float tensor: float32 is used as stored, float64 is rounded to float32
-// (the API computes on float32 storage). Integer files are rejected.
-TensorFile read_float_tensor(const std::string &name, const std::string &path, const Expected &expected);
+// A float tensor in `storage` (f32, f16 or bf16): a float32 or float64 file,
+// rounded once to nearest even (a float64 file straight to the storage
+// dtype, not through float32). Integer files are rejected.
+TensorFile read_float_tensor(const std::string &name, const std::string &path, const Expected &expected,
+                             msda::DType storage = msda::DType::f32);
 
 // An index tensor (spatial_shapes, level_start_index): int32 or int64, used
 // as stored. Float files are rejected.
 TensorFile read_index_tensor(const std::string &name, const std::string &path, const Expected &expected);
 
-// A zero-filled float32 result of the given shape, to be written to `path`.
-TensorFile make_result(const std::string &name, const std::string &path, std::vector<std::int64_t> shape);
+// A zero-filled result of the given shape in `storage` (f32, f16 or bf16),
+// to be written to `path`.
+TensorFile make_result(const std::string &name, const std::string &path, std::vector<std::int64_t> shape,
+                       msda::DType storage = msda::DType::f32);
 
+// Writes the tensor as float32 (half-precision elements convert exactly).
 void write_tensor(const TensorFile &tensor);
 
 }  // namespace msda_cli
