@@ -13,6 +13,8 @@ using namespace Halide;
 
 enum class BackwardPart { value, sample, attention_weights, sampling_locations };
 
+const std::map<std::string, Operator> operators = {{"msda", Operator::msda}, {"gka", Operator::gka}};
+
 const std::map<std::string, BackwardPart> backward_parts = {
     {"value", BackwardPart::value},
     {"sample", BackwardPart::sample},
@@ -67,6 +69,8 @@ public:
     // rounded once as they are written.
     GeneratorParam<Type> storage{"storage", Float(32)};
     GeneratorParam<Type> locations{"locations", Float(32)};
+    // msda, or gka (nearest-pixel samples at absolute pixel coordinates).
+    GeneratorParam<Operator> op{"op", Operator::msda, operators};
 
     Input<Buffer<void, 4>> value{"value"};  // (c, h, row, b), c dense
     Input<Buffer<int32_t, 2>> spatial_shapes{"spatial_shapes"};
@@ -74,8 +78,9 @@ public:
     Input<Buffer<void, 5>> locations_x{"locations_x"};
     Input<Buffer<void, 5>> locations_y{"locations_y"};
     Input<Buffer<void, 5>> attention_weights{"attention_weights"};
-    Input<bool> align_corners{"align_corners"};
-    Input<bool> border{"border"};
+    Input<bool> align_corners{"align_corners"};  // MSDA only
+    Input<bool> border{"border"};                // MSDA only
+    Input<bool> nearest{"nearest"};              // GKA only: round half to even instead of floor
 
 protected:
     void configure_inputs() {
@@ -116,6 +121,8 @@ protected:
         in.channels = channels > 0 ? Expr((int)channels) : value.dim(0).extent();
         in.align_corners = align_corners;
         in.border = border;
+        in.op = op;
+        in.nearest = nearest;
         in.storage = storage;
         in.locations_storage = locations;
         return in;
@@ -173,6 +180,9 @@ public:
     void configure() {
         configure_inputs();
         grad_output.set_type(storage);
+        if (op == Operator::gka && part != BackwardPart::value && part != BackwardPart::attention_weights) {
+            throw std::invalid_argument("msda_backward: GKA has gradients for value and attention_weights only");
+        }
         if (part == BackwardPart::value) {
             if (Type(storage) != Float(32)) {
                 grad_value_sums = add_output<Buffer<void, 4>>("grad_value_sums", Float(32));

@@ -7,19 +7,27 @@ namespace msda {
 using namespace Halide;
 using algebra::kCorners;
 
+namespace {
+
+// Materialises per-sample intermediates as Funcs a schedule computes where
+// the geometry is (see algebra::Stage), collecting them in `stages`.
+algebra::Stage staging(const MsdaVars &v, std::vector<Func> *stages) {
+    if (!stages) return algebra::no_stage;
+    return [&v, stages](const Expr &value, const std::string &name) {
+        Func f(name);
+        f(v.p, v.l, v.h, v.q, v.b) = value;
+        stages->push_back(f);
+        return f(v.p, v.l, v.h, v.q, v.b);
+    };
+}
+
+}  // namespace
+
 Func sample_geometry(const MsdaInputs &in, const MsdaVars &v, std::vector<Func> *stages) {
     Expr height = in.spatial_shapes(0, v.l);
     Expr width = in.spatial_shapes(1, v.l);
     Expr start = in.level_start_index(v.l);
-    algebra::Stage stage = algebra::no_stage;
-    if (stages) {
-        stage = [&v, stages](const Expr &value, const std::string &name) {
-            Func f(name);
-            f(v.p, v.l, v.h, v.q, v.b) = value;
-            stages->push_back(f);
-            return f(v.p, v.l, v.h, v.q, v.b);
-        };
-    }
+    const algebra::Stage stage = staging(v, stages);
     algebra::BilinearAxis x = algebra::bilinear_axis(in.locations_x(v.p, v.l, v.h, v.q, v.b), width,
                                                      in.align_corners, in.border, stage, "x");
     algebra::BilinearAxis y = algebra::bilinear_axis(in.locations_y(v.p, v.l, v.h, v.q, v.b), height,
@@ -35,12 +43,53 @@ Func sample_geometry(const MsdaInputs &in, const MsdaVars &v, std::vector<Func> 
     return geometry;
 }
 
+Func nearest_geometry(const MsdaInputs &in, const MsdaVars &v, std::vector<Func> *stages) {
+    Expr height = in.spatial_shapes(0, v.l);
+    Expr width = in.spatial_shapes(1, v.l);
+    Expr start = in.level_start_index(v.l);
+    const algebra::Stage stage = staging(v, stages);
+    algebra::NearestAxis x =
+        algebra::nearest_axis(in.locations_x(v.p, v.l, v.h, v.q, v.b), width, in.nearest, stage, "x");
+    algebra::NearestAxis y =
+        algebra::nearest_axis(in.locations_y(v.p, v.l, v.h, v.q, v.b), height, in.nearest, stage, "y");
+    Expr counts = x.counts && y.counts;
+    Func geometry("geometry");
+    geometry(v.p, v.l, v.h, v.q, v.b) =
+        Tuple(start + y.index * width + x.index, select(counts, 1, 0),
+              select(counts, in.attention_weights(v.p, v.l, v.h, v.q, v.b), 0.0f));
+    return geometry;
+}
+
+namespace {
+
+// The geometry of the operator's samples.
+Func operator_geometry(const MsdaInputs &in, const MsdaVars &v, std::vector<Func> *stages) {
+    return in.op == Operator::gka ? nearest_geometry(in, v, stages) : sample_geometry(in, v, stages);
+}
+
+}  // namespace
+
 Expr geometry_read_row(const Tuple &geometry, const MsdaInputs &in, int corner) {
     return algebra::read_row(geometry[kRowBase], geometry[kStepX], geometry[kStepY], in.rows, corner);
 }
 
-CornerLayout CornerLayout::of(CornerTable table) {
+CornerLayout CornerLayout::of(CornerTable table, Operator op) {
     CornerLayout layout;
+    if (op == Operator::gka) {
+        layout.corners = 1;
+        switch (table) {
+        case CornerTable::forward:
+            layout.weight = 1, layout.mask = 2, layout.fields = 3;
+            break;
+        case CornerTable::scatter:
+            layout.weight = 1, layout.mask = 2, layout.attention = 3, layout.fields = 4;
+            break;
+        case CornerTable::sample:
+            layout.mask = 1, layout.attention = 2, layout.fields = 3;
+            break;
+        }
+        return layout;
+    }
     switch (table) {
     case CornerTable::forward:
         layout.weight = 4, layout.mask = 8, layout.fields = 9;
@@ -56,10 +105,31 @@ CornerLayout CornerLayout::of(CornerTable table) {
     return layout;
 }
 
+namespace {
+
+// GKA's table: one read, weighted by the attention weight (forward) or by 1
+// (the scatter multiplies by the attention weight itself).
+std::vector<Expr> nearest_fields(const MsdaInputs &in, const Tuple &g, const CornerLayout &layout,
+                                 CornerTable table) {
+    std::vector<Expr> fields(layout.fields);
+    fields[0] = reinterpret<float>(clamp(g[kNearestRow], 0, in.rows - 1));
+    if (layout.weight >= 0) fields[layout.weight] = table == CornerTable::forward ? g[kNearestAttention] : 1.0f;
+    fields[layout.mask] = reinterpret<float>(g[kNearestMask]);
+    if (layout.attention >= 0) fields[layout.attention] = g[kNearestAttention];
+    return fields;
+}
+
+}  // namespace
+
 Func corner_table(const MsdaInputs &in, const MsdaVars &v, const Func &geometry, const Var &field,
                   CornerTable table) {
-    const CornerLayout layout = CornerLayout::of(table);
+    const CornerLayout layout = CornerLayout::of(table, in.op);
     Tuple g = geometry(v.p, v.l, v.h, v.q, v.b);
+    Func corners("corners");
+    if (in.op == Operator::gka) {
+        corners(field, v.p, v.l, v.h, v.q, v.b) = mux(field, nearest_fields(in, g, layout, table));
+        return corners;
+    }
     std::vector<Expr> fields(layout.fields);
     for (int corner = 0; corner < kCorners; corner++) {
         fields[corner] = reinterpret<float>(geometry_read_row(g, in, corner));
@@ -77,7 +147,6 @@ Func corner_table(const MsdaInputs &in, const MsdaVars &v, const Func &geometry,
     for (const auto &[at, from] : copied) {
         if (at >= 0) fields[at] = g[from];
     }
-    Func corners("corners");
     corners(field, v.p, v.l, v.h, v.q, v.b) = mux(field, fields);
     return corners;
 }
@@ -114,7 +183,8 @@ ForwardPipeline build_forward(const MsdaInputs &in) {
     ForwardPipeline f;
     f.vars.queries = in.queries;
     const MsdaVars &v = f.vars;
-    f.geometry = sample_geometry(in, v, &f.geometry_stages);
+    f.geometry = operator_geometry(in, v, &f.geometry_stages);
+    f.layout = CornerLayout::of(CornerTable::forward, in.op);
     f.corners = corner_table(in, v, f.geometry, f.field, CornerTable::forward);
     f.sum_over = RDom(0, in.points, 0, in.levels, "sum_over");
     Expr p = f.sum_over.x, l = f.sum_over.y;
@@ -129,7 +199,7 @@ ForwardPipeline build_forward(const MsdaInputs &in) {
     // corners have values of both signs gives NaN where a * S would be Inf.
     const CornerEntry corners{f.corners, f.layout, {p, l, v.h, v.q, v.b}};
     Expr sample = corners.weight(0) * in.value(v.c, v.h, corners.row(0, in), v.b);
-    for (int corner = 1; corner < kCorners; corner++) {
+    for (int corner = 1; corner < f.layout.corners; corner++) {
         sample += corners.weight(corner) * in.value(v.c, v.h, corners.row(corner, in), v.b);
     }
     f.accumulated = Func("accumulated");
@@ -144,9 +214,10 @@ GradValuePipeline build_grad_value(const MsdaInputs &in, const Func &grad_output
     GradValuePipeline f;
     f.vars.queries = in.queries;
     const MsdaVars &v = f.vars;
-    f.geometry = sample_geometry(in, v, &f.geometry_stages);
+    f.geometry = operator_geometry(in, v, &f.geometry_stages);
+    f.layout = CornerLayout::of(CornerTable::scatter, in.op);
     f.corners = corner_table(in, v, f.geometry, f.field, CornerTable::scatter);
-    f.scatter = RDom(0, kCorners, 0, in.points, 0, in.levels, 0, in.queries, "scatter");
+    f.scatter = RDom(0, f.layout.corners, 0, in.points, 0, in.levels, 0, in.queries, "scatter");
     Expr corner = f.scatter[0], p = f.scatter[1], l = f.scatter[2], q = f.scatter[3];
 
     // The corner is a reduction variable: it indexes the table's fields. A
@@ -173,11 +244,14 @@ GradSamplePipeline build_grad_sample(const MsdaInputs &in, const Func &grad_outp
     GradSamplePipeline f;
     f.vars.queries = in.queries;
     const MsdaVars &v = f.vars;
-    f.geometry = sample_geometry(in, v, &f.geometry_stages);
+    f.geometry = operator_geometry(in, v, &f.geometry_stages);
+    f.layout = CornerLayout::of(CornerTable::sample, in.op);
     f.channel = RDom(0, in.channels, "channel");
+    const int corner_count = f.layout.corners;
 
-    // <g, V> at the four corners' reads in one pass over the channels, with
-    // no mask in the channel loop: every read is in bounds. A corner outside
+    // <g, V> at the corners' reads (four for MSDA, one for GKA) in one pass
+    // over the channels, with no mask in the channel loop: every read is in
+    // bounds. An MSDA corner outside
     // the level is read at an inside one (sample_geometry), so its dot is
     // then replaced by the 0 it stands for (not g * 0, which a non-finite g
     // would turn into NaN); a sample that does not count has all four
@@ -185,22 +259,33 @@ GradSamplePipeline build_grad_sample(const MsdaInputs &in, const Func &grad_outp
     f.corners = corner_table(in, v, f.geometry, f.field, CornerTable::sample);
     const CornerEntry corners{f.corners, f.layout, {v.p, v.l, v.h, v.q, v.b}};
     Expr mask = corners.mask(), attention = corners.attention();
-    Expr fx = corners.field(f.layout.fx), fy = corners.field(f.layout.fy);
     f.corner_dots = Func("corner_dots");
-    f.corner_dots(v.p, v.l, v.h, v.q, v.b) = Tuple(0.0f, 0.0f, 0.0f, 0.0f);
+    f.corner_dots(v.p, v.l, v.h, v.q, v.b) = Tuple(std::vector<Expr>(corner_count, 0.0f));
     f.grad_rows = grad_rows(grad_output, v);
     Expr g = f.grad_rows(f.channel, v.h, v.q, v.b);
+    // One dot per corner (a Func of one value when there is one corner).
+    auto dot_of = [&](int corner) {
+        FuncRef sample = f.corner_dots(v.p, v.l, v.h, v.q, v.b);
+        return corner_count == 1 ? Expr(sample) : Expr(sample[corner]);
+    };
     std::vector<Expr> updated;
-    for (int corner = 0; corner < kCorners; corner++) {
-        updated.push_back(f.corner_dots(v.p, v.l, v.h, v.q, v.b)[corner] +
-                          g * in.value(f.channel, v.h, corners.row(corner, in), v.b));
+    for (int corner = 0; corner < corner_count; corner++) {
+        updated.push_back(dot_of(corner) + g * in.value(f.channel, v.h, corners.row(corner, in), v.b));
     }
-    f.corner_dots(v.p, v.l, v.h, v.q, v.b) = Tuple(updated);
+    f.corner_dots(v.p, v.l, v.h, v.q, v.b) = corner_count == 1 ? Tuple(updated[0]) : Tuple(updated);
 
-    Tuple dots = f.corner_dots(v.p, v.l, v.h, v.q, v.b);
+    f.grads = Func("grads");
+    if (in.op == Operator::gka) {
+        // GKA: grad_attention_weights = <g, V> at the sample's row, 0 for a
+        // sample that does not count; locations get no gradient.
+        Expr grad_attention = select(algebra::sample_counts(mask), dot_of(0), 0.0f);
+        f.grads(v.p, v.l, v.h, v.q, v.b) = Tuple(cast(in.storage, grad_attention));
+        return f;
+    }
+    Expr fx = corners.field(f.layout.fx), fy = corners.field(f.layout.fy);
     Expr dot[kCorners];
     for (int corner = 0; corner < kCorners; corner++) {
-        dot[corner] = select(algebra::corner_is_inside(mask, corner), dots[corner], 0.0f);
+        dot[corner] = select(algebra::corner_is_inside(mask, corner), dot_of(corner), 0.0f);
     }
 
     // Each result is rounded once, to the storage type of the tensor it is
@@ -222,7 +307,6 @@ GradSamplePipeline build_grad_sample(const MsdaInputs &in, const Func &grad_outp
                                select(counts, attention * algebra::d_sample_dy(dot, fx) *
                                                   corners.field(f.layout.scale_y), 0.0f)));
     }
-    f.grads = Func("grads");
     f.grads(v.p, v.l, v.h, v.q, v.b) = results.size() == 1 ? Tuple(results[0]) : Tuple(results);
     return f;
 }

@@ -7,6 +7,10 @@
 
 namespace msda {
 
+// The operator a pipeline computes: MSDA's bilinear samples, or GKA's
+// nearest-pixel ones (absolute pixel coordinates, one value row a sample).
+enum class Operator { msda, gka };
+
 // The tensors every MSDA pipeline reads, as the generators declare them.
 // Dimension orders (innermost first):
 //   value              (c, h, row, b)      any layout is a stride permutation
@@ -22,7 +26,9 @@ struct MsdaInputs {
     Halide::Expr points;  // N_p
     Halide::Expr queries; // N_q
     Halide::Expr channels;
-    Halide::Expr align_corners, border;  // bool run-time flags
+    Halide::Expr align_corners, border;  // bool run-time flags (MSDA)
+    Operator op = Operator::msda;
+    Halide::Expr nearest;  // bool run-time flag (GKA): round half to even, else floor
     // How results are stored: outputs and the gradients of value and
     // attention_weights in `storage`, the gradient of sampling_locations in
     // `locations_storage`. The Funcs above read float32 (widened on load).
@@ -35,7 +41,7 @@ struct MsdaVars {
     Halide::Expr queries;  // N_q, for schedules that size their tasks by it
 };
 
-// Per-sample geometry, one Tuple per (p, l, h, q, b):
+// Per-sample geometry of MSDA's bilinear samples, one Tuple per (p, l, h, q, b):
 //   [0] row_base   int32 value row corner 0 is read from (before clamping)
 //   [1] step_x     int32 row step from a corner's read to its x neighbour's (0 or 1)
 //   [2] step_y     int32 row step to the y neighbour's read (0 or W)
@@ -54,6 +60,13 @@ struct MsdaVars {
 // stages, when given, receives the per-sample Funcs the geometry is derived
 // from (see algebra::Stage); a schedule computes them where the geometry is.
 Halide::Func sample_geometry(const MsdaInputs &in, const MsdaVars &v, std::vector<Halide::Func> *stages = nullptr);
+
+// Per-sample geometry of GKA's nearest-pixel samples, one Tuple per
+// (p, l, h, q, b): [0] the value row read (clamped into the level), [1] the
+// mask (1 when the sample counts, 0 when a coordinate is NaN), [2] the
+// attention weight, 0 for a sample that does not count.
+Halide::Func nearest_geometry(const MsdaInputs &in, const MsdaVars &v, std::vector<Halide::Func> *stages = nullptr);
+enum NearestField { kNearestRow, kNearestMask, kNearestAttention };
 enum GeometryField {
     kRowBase, kStepX, kStepY, kMask, kFx, kFy, kAttention, kScaleX, kScaleY,
     kWeightX0, kWeightX1, kWeightY0, kWeightY1
@@ -61,10 +74,11 @@ enum GeometryField {
 // The row corner `corner` of a geometry Tuple is read from.
 Halide::Expr geometry_read_row(const Halide::Tuple &geometry, const MsdaInputs &in, int corner);
 
-// The four corners of every sample, ready for the channel loop, packed into
-// one float Func over (field, p, l, h, q, b) so a schedule can keep a tile
-// of it in one small buffer. Each pipeline's table holds only the fields it
-// reads (Halide computes every field of a table):
+// The corners of every sample (four for MSDA, one for GKA), ready for the
+// channel loop, packed into one float Func over (field, p, l, h, q, b) so a
+// schedule can keep a tile of it in one small buffer. Each pipeline's table
+// holds only the fields it reads (Halide computes every field of a table).
+// MSDA's tables:
 //   forward: 0-3 the rows the corners are read from (clamped into [0, L-1],
 //            int32 bits), 4-7 their read weights times the attention weight,
 //            8 the mask of corners inside the level (int32 bits)
@@ -72,12 +86,18 @@ Halide::Expr geometry_read_row(const Halide::Tuple &geometry, const MsdaInputs &
 //            (0 for a sample that does not count)
 //   sample:  0-3 the rows, 4 the mask, 5 the attention weight, 6-7 the
 //            fractions fx, fy, 8-9 the gradient scales
-// Read it through CornerEntry.
+// GKA's tables have one corner: forward 0 the row, 1 the attention weight
+// (0 for a sample that does not count), 2 the mask; scatter 0 the row, 1 the
+// weight 1, 2 the mask, 3 the attention weight; sample 0 the row, 1 the
+// mask, 2 the attention weight. The mask is nonzero exactly when the sample
+// counts (for GKA: neither coordinate is NaN).
+// Read a table through CornerEntry.
 enum class CornerTable { forward, scatter, sample };
 struct CornerLayout {
+    int corners = 4;  // rows are fields [0, corners)
     int weight = -1, mask = -1, attention = -1, fx = -1, fy = -1, scale_x = -1, scale_y = -1;
     int fields = 0;
-    static CornerLayout of(CornerTable table);
+    static CornerLayout of(CornerTable table, Operator op);
 };
 Halide::Func corner_table(const MsdaInputs &in, const MsdaVars &v, const Halide::Func &geometry,
                           const Halide::Var &field, CornerTable table);
@@ -101,7 +121,7 @@ struct ForwardPipeline {
     std::vector<Halide::Func> geometry_stages;
     Halide::Func corners;      // corner_table
     Halide::Var field{"field"};  // the corner table's first dimension
-    CornerLayout layout = CornerLayout::of(CornerTable::forward);
+    CornerLayout layout;
     Halide::Func accumulated;  // (c, h, q, b): the sum over (l, p), an update with RDom sum_over
     Halide::Func output;       // (c, h, q, b), the sums rounded to the storage type
     Halide::RDom sum_over;     // (p, l)
@@ -119,7 +139,7 @@ struct GradValuePipeline {
     std::vector<Halide::Func> geometry_stages;
     Halide::Func corners;     // corner_table
     Halide::Var field{"field"};
-    CornerLayout layout = CornerLayout::of(CornerTable::scatter);
+    CornerLayout layout;
     Halide::Func grad_rows;   // (c, h, q, b): grad_output, as read (a schedule may stage it)
     Halide::Func grad_value;  // (c, h, row, b): zero, then one scatter update, in float32
     Halide::RDom scatter;     // (corner, p, l, q)
@@ -136,7 +156,7 @@ struct GradSamplePipeline {
     MsdaVars vars;
     Halide::Var field{"field"};
     Halide::Func corners;  // corner_table
-    CornerLayout layout = CornerLayout::of(CornerTable::sample);
+    CornerLayout layout;
     Halide::Func geometry;
     std::vector<Halide::Func> geometry_stages;
     Halide::Func grad_rows;    // (c, h, q, b): grad_output, as read (a schedule may stage it)

@@ -1,6 +1,7 @@
 // The sampling algebra of SPEC.md, written once as small functions over
-// Halide Exprs. MSDA's forward and backward (and, later, GKA) build their
-// pipelines from these pieces, so a fix to the math lands in one place.
+// Halide Exprs: the bilinear sampler of MSDA and the nearest-pixel sampler of
+// GKA. Both operators' forward and backward build their pipelines from these
+// pieces, so a fix to the math lands in one place.
 #pragma once
 
 #include <functional>
@@ -93,6 +94,32 @@ inline BilinearAxis bilinear_axis(Expr normalized, const Expr &size, const Expr 
     result.lower_read_weight = select(both_inside, lower_weight, half);
     result.upper_read_weight = select(both_inside, fraction, half);
     return result;
+}
+
+// One axis of a nearest-pixel sample (GKA): the pixel index the sample
+// reads, r(coordinate) clamped into [0, size - 1], where r is floor or, when
+// `nearest` is true, rounding half to even. An infinite coordinate clamps
+// like any other out-of-range one; a NaN one does not count (`counts` is
+// false, and the index is 0, in range).
+struct NearestAxis {
+    Expr index;   // int32, in [0, size - 1]
+    Expr counts;  // bool: the coordinate is not NaN
+};
+
+// coordinate: absolute pixel coordinate (any float, NaN and Inf included).
+// size: the level's extent along this axis (int32, >= 1).
+// nearest: bool Expr (run-time flag or constant).
+inline NearestAxis nearest_axis(Expr coordinate, const Expr &size, const Expr &nearest,
+                                const Stage &stage = no_stage, const std::string &axis = "x") {
+    using namespace Halide;
+    coordinate = stage(coordinate, "location_" + axis);
+    Expr counts = !is_nan(coordinate);
+    // Clamped in float first (so Inf and huge values never reach an integer
+    // conversion), rounded, then clamped again as an integer: a level wider
+    // than 2^24 has no exact float for size - 1.
+    Expr safe = select(counts, clamp(coordinate, 0.0f, cast<float>(size - 1)), 0.0f);
+    Expr rounded = select(nearest, round(safe), floor(safe));  // Halide's round: ties to even
+    return {clamp(cast<int32_t>(rounded), 0, size - 1), counts};
 }
 
 // The four corners of a bilinear sample are numbered corner = 2 * ky + kx,

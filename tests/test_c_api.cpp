@@ -22,6 +22,8 @@ using msda::testing::to_c;
 
 msda_options to_c(const msda::Options &options) {
     msda_options result;
+    result.op = static_cast<msda_operator>(options.op);
+    result.rounding = static_cast<msda_rounding>(options.rounding);
     result.value_layout = static_cast<msda_value_layout>(options.value_layout);
     result.locations_layout = static_cast<msda_locations_layout>(options.locations_layout);
     result.align_corners = options.align_corners;
@@ -162,6 +164,8 @@ std::vector<msda::Options> option_cases() {
 TEST(CApi, DefaultOptionsAreThoseOfTheCppApi) {
     const msda_options c_defaults = msda_default_options();
     const msda_options cpp_defaults = to_c(msda::Options{});
+    EXPECT_EQ(c_defaults.op, cpp_defaults.op);
+    EXPECT_EQ(c_defaults.rounding, cpp_defaults.rounding);
     EXPECT_EQ(c_defaults.value_layout, cpp_defaults.value_layout);
     EXPECT_EQ(c_defaults.locations_layout, cpp_defaults.locations_layout);
     EXPECT_EQ(c_defaults.align_corners, cpp_defaults.align_corners);

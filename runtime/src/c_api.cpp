@@ -105,6 +105,8 @@ Enum to_enum(int code, int last, const char *what) {
 
 msda::Options to_options(const msda_options &options) {
     msda::Options result;
+    result.op = to_enum<msda::Operator>(options.op, MSDA_OP_GKA, "op");
+    result.rounding = to_enum<msda::Rounding>(options.rounding, MSDA_ROUNDING_NEAREST, "rounding");
     result.value_layout =
         to_enum<msda::ValueLayout>(options.value_layout, MSDA_BNLC, "value_layout");
     result.locations_layout = to_enum<msda::LocationsLayout>(options.locations_layout,
@@ -168,6 +170,8 @@ extern "C" {
 msda_options msda_default_options(void) {
     const msda::Options defaults;
     msda_options options;
+    options.op = static_cast<msda_operator>(defaults.op);
+    options.rounding = static_cast<msda_rounding>(defaults.rounding);
     options.value_layout = static_cast<msda_value_layout>(defaults.value_layout);
     options.locations_layout = static_cast<msda_locations_layout>(defaults.locations_layout);
     options.align_corners = defaults.align_corners ? 1 : 0;

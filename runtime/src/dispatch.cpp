@@ -15,8 +15,8 @@ namespace msda::detail {
 namespace {
 
 const Variant kVariants[] = {
-#define MSDA_VARIANT(name, kind, channels, dtype, locations) \
-    {Kind::kind, channels, DType::dtype, DType::locations, reinterpret_cast<GeneratedFunction>(&name)},
+#define MSDA_VARIANT(name, kind, channels, dtype, locations, op) \
+    {Kind::kind, channels, DType::dtype, DType::locations, Operator::op, reinterpret_cast<GeneratedFunction>(&name)},
     MSDA_FOR_EACH_VARIANT(MSDA_VARIANT)
 #undef MSDA_VARIANT
 };
@@ -168,7 +168,7 @@ HalideBuffer head_major_buffer(const TensorView &t, std::int64_t heads, std::int
 // The inputs every generated function takes first.
 struct CommonInputs {
     HalideBuffer value, spatial_shapes, level_start_index, locations_x, locations_y, weights;
-    bool align_corners, border;
+    bool align_corners, border, nearest;
 
     // The level table is only read by the generated code.
     CommonInputs(const TensorView &value_view, const TensorView &locations,
@@ -181,7 +181,8 @@ struct CommonInputs {
           locations_y(location_plane(locations, options.locations_layout, 1)),
           weights(weight_buffer(attention_weights)),
           align_corners(options.align_corners),
-          border(options.padding_mode == PaddingMode::border) {
+          border(options.padding_mode == PaddingMode::border),
+          nearest(options.rounding == Rounding::nearest) {
         const std::int64_t level_count = static_cast<std::int64_t>(levels.starts.size());
         spatial_shapes.set(0, 2, 1);
         spatial_shapes.set(1, level_count, 2);
@@ -192,13 +193,13 @@ struct CommonInputs {
 template <typename... Outputs>
 void call(const Variant &variant, CommonInputs &in, Outputs *...outputs) {
     using Signature = int (*)(const void *, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,
-                              halide_buffer_t *, halide_buffer_t *, halide_buffer_t *, bool, bool,
+                              halide_buffer_t *, halide_buffer_t *, halide_buffer_t *, bool, bool, bool,
                               Outputs *...);
     install_runtime_hooks();
     CallContext context;
     int result = reinterpret_cast<Signature>(variant.function)(
         &context, in.value.get(), in.spatial_shapes.get(), in.level_start_index.get(),
-        in.locations_x.get(), in.locations_y.get(), in.weights.get(), in.align_corners, in.border,
+        in.locations_x.get(), in.locations_y.get(), in.weights.get(), in.align_corners, in.border, in.nearest,
         outputs...);
     if (result != 0) {
         throw Error(std::string("msda: generated code for ") + kind_name(variant.kind) +
@@ -252,32 +253,37 @@ bool split_wide_batches(const Args &args, const CheckedCall &call,
 
 }  // namespace
 
-const Variant &select_variant(Kind kind, const ProblemSize &size) {
+const Variant &select_variant(Kind kind, const ProblemSize &size, Operator op) {
     const Variant *generic = nullptr;
     for (const Variant &variant : kVariants) {
-        if (variant.kind != kind || variant.dtype != size.dtype || variant.locations_dtype != size.locations_dtype) {
+        if (variant.kind != kind || variant.op != op || variant.dtype != size.dtype ||
+            variant.locations_dtype != size.locations_dtype) {
             continue;
         }
         if (variant.channels == size.channels) return variant;
         if (variant.channels == 0) generic = &variant;
     }
     if (generic == nullptr) {
-        throw Error(std::string("msda: this build has no generated code for ") + kind_name(kind) + " with " +
-                    dtype_name(size.dtype) + " storage and " + dtype_name(size.locations_dtype) + " locations");
+        throw Error(std::string("msda: this build has no generated code for ") +
+                    (op == Operator::gka ? "GKA " : "") + kind_name(kind) + " with " + dtype_name(size.dtype) +
+                    " storage and " + dtype_name(size.locations_dtype) + " locations");
     }
     return *generic;
 }
 
 Kernels select_kernels(const ProblemSize &size, const Options &options) {
     Kernels kernels;
-    kernels.forward = &select_variant(Kind::forward, size);
-    if (options.grad_value) kernels.grad_value = &select_variant(Kind::grad_value, size);
-    if (options.grad_attention_weights && options.grad_sampling_locations) {
-        kernels.grad_sample = &select_variant(Kind::grad_sample, size);
+    const Operator op = options.op;
+    // GKA has no location gradient (validation requires its view absent).
+    const bool locations = options.grad_sampling_locations && op == Operator::msda;
+    kernels.forward = &select_variant(Kind::forward, size, op);
+    if (options.grad_value) kernels.grad_value = &select_variant(Kind::grad_value, size, op);
+    if (options.grad_attention_weights && locations) {
+        kernels.grad_sample = &select_variant(Kind::grad_sample, size, op);
     } else if (options.grad_attention_weights) {
-        kernels.grad_sample = &select_variant(Kind::grad_attention_weights, size);
-    } else if (options.grad_sampling_locations) {
-        kernels.grad_sample = &select_variant(Kind::grad_sampling_locations, size);
+        kernels.grad_sample = &select_variant(Kind::grad_attention_weights, size, op);
+    } else if (locations) {
+        kernels.grad_sample = &select_variant(Kind::grad_sampling_locations, size, op);
     }
     return kernels;
 }

@@ -17,12 +17,13 @@ struct Variant {
     int channels;  // compile-time C_h, 0 for any
     DType dtype;            // storage of value, weights, outputs and gradients
     DType locations_dtype;  // storage of sampling_locations and its gradient
+    Operator op;
     GeneratedFunction function;
 };
 
 // The variant for this kind, storage dtypes and channel count: a
 // compile-time C_h when one was built for it, else the generic one.
-const Variant &select_variant(Kind kind, const ProblemSize &size);
+const Variant &select_variant(Kind kind, const ProblemSize &size, Operator op);
 
 // The generated functions a plan runs.
 struct Kernels {

@@ -211,6 +211,9 @@ void check_integer_dtype(const TensorView &t, const char *name) {
 }
 
 void check_options(const Options &options) {
+    const int op = static_cast<int>(options.op), rounding = static_cast<int>(options.rounding);
+    if (op < 0 || op > 1) fail("options", "op must be msda or gka");
+    if (rounding < 0 || rounding > 1) fail("options", "rounding must be floor or nearest");
     const int value_layout = static_cast<int>(options.value_layout);
     const int locations_layout = static_cast<int>(options.locations_layout);
     if (value_layout < 0 || value_layout > 1) fail("options", "value_layout must be BLNC or BNLC");
@@ -406,7 +409,10 @@ CheckedCall check_backward(const BackwardArgs &args, const Options &options, Out
         check_dense_channels(args.grad_value, "grad_value", 3);
         gradients.push_back({&args.grad_value, "grad_value"});
     }
-    if (wanted(options.grad_sampling_locations, args.grad_sampling_locations)) {
+    if (options.op == Operator::gka && args.grad_sampling_locations.present()) {
+        fail("grad_sampling_locations", "GKA gives sampling_locations no gradient; leave this view absent");
+    }
+    if (options.op == Operator::msda && wanted(options.grad_sampling_locations, args.grad_sampling_locations)) {
         check_gradient(args.grad_sampling_locations, "grad_sampling_locations",
                        args.sampling_locations, "sampling_locations",
                        kLocationDims[locations_layout]);

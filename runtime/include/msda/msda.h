@@ -39,8 +39,12 @@ typedef struct msda_tensor {
 typedef enum msda_value_layout { MSDA_BLNC = 0, MSDA_BNLC = 1 } msda_value_layout;
 typedef enum msda_locations_layout { MSDA_BQHLP2 = 0, MSDA_B2QHLP = 1 } msda_locations_layout;
 typedef enum msda_padding_mode { MSDA_PADDING_ZEROS = 0, MSDA_PADDING_BORDER = 1 } msda_padding_mode;
+typedef enum msda_operator { MSDA_OP_MSDA = 0, MSDA_OP_GKA = 1 } msda_operator;
+typedef enum msda_rounding { MSDA_ROUNDING_FLOOR = 0, MSDA_ROUNDING_NEAREST = 1 } msda_rounding;
 
 typedef struct msda_options {
+    msda_operator op;
+    msda_rounding rounding; /* GKA only */
     msda_value_layout value_layout;
     msda_locations_layout locations_layout;
     int align_corners;

@@ -53,14 +53,25 @@ enum class ValueLayout : int { BLNC = 0, BNLC = 1 };
 //                     B2QHLP = (B, 2, N_q, N_h, N_l, N_p).
 enum class LocationsLayout : int { BQHLP2 = 0, B2QHLP = 1 };
 enum class PaddingMode : int { zeros = 0, border = 1 };
+// The operator: MSDA's bilinear samples at normalized locations, or GKA
+// (geometric kernel attention): absolute pixel coordinates, one value row a
+// sample, no location gradient.
+enum class Operator : int { msda = 0, gka = 1 };
+// How GKA turns a pixel coordinate into an index: floor (mx_driving's
+// forward) or to nearest, ties to even (the original GKT).
+enum class Rounding : int { floor = 0, nearest = 1 };
 
 struct Options {
+    Operator op = Operator::msda;
+    Rounding rounding = Rounding::floor;  // GKA only
     ValueLayout value_layout = ValueLayout::BLNC;
     LocationsLayout locations_layout = LocationsLayout::BQHLP2;
-    bool align_corners = false;
-    PaddingMode padding_mode = PaddingMode::zeros;
+    bool align_corners = false;              // MSDA only
+    PaddingMode padding_mode = PaddingMode::zeros;  // MSDA only
     // Which gradients backward computes. What is not asked for is neither
-    // computed nor written, and its view may be absent.
+    // computed nor written, and its view may be absent. GKA has no location
+    // gradient: grad_sampling_locations is not computed, and its view must
+    // be absent.
     bool grad_value = true;
     bool grad_sampling_locations = true;
     bool grad_attention_weights = true;
