@@ -8,13 +8,18 @@
 // msda's speedup_vs_grid_sample counter). On the shapes of kHalfShapes, msda
 // also runs with half-precision storage, after its float32 run (whose time
 // feeds their vs_f32 counter): forward/M0/local/msda_f16, .../msda_bf16.
+// After the canonical shapes come the GKA shapes (problem.h's gka_shapes()),
+// msda's GKA operator (floor rounding, float32) beside the gka_torch peer,
+// which runs first (its time feeds msda's speedup_vs_gka_torch counter):
+// forward/GKA_G/local/gka_torch, forward/GKA_G/local/msda.
 //
 // Options (before Google Benchmark's own):
 //   --threads N          threads for msda and every peer (default 2)
-//   --shapes S0,M0,...   a subset of the canonical shapes
+//   --shapes S0,M0,...   a subset of the canonical and GKA shapes (S0, S1,
+//                        M0, M2, X, G, L1, GKA_G, GKA_BEV; default all)
 //   --distributions local,uniform
 //   --ops forward,backward,forward_backward
-//   --peers grid_sample,cuda_port | none
+//   --peers grid_sample,cuda_port,gka_torch | none
 //   --dtypes f32,f16,bf16  msda's storage dtypes (default all three; the
 //                        half ones on kHalfShapes only; the peers are float32)
 //   --check-only         run the agreement check and exit
@@ -27,6 +32,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -47,7 +53,7 @@ namespace {
 struct Settings {
     int threads = 2;
     std::set<std::string> shapes, distributions, ops;
-    std::set<std::string> peers = {"grid_sample", "cuda_port"};
+    std::set<std::string> peers = {"grid_sample", "cuda_port", "gka_torch"};
     std::set<std::string> dtypes = {"f32", "f16", "bf16"};
     bool check_only = false;
 };
@@ -83,6 +89,37 @@ std::set<std::string> split_list(const std::string &list) {
     for (std::string item; std::getline(stream, item, ',');)
         if (!item.empty()) items.insert(item);
     return items;
+}
+
+bool selected(const std::set<std::string> &subset, const std::string &name) {
+    return subset.empty() || subset.count(name) > 0;
+}
+
+// Every shape the bench times: the canonical (MSDA) ones, then GKA's.
+std::vector<Shape> all_shapes() {
+    std::vector<Shape> shapes = canonical_shapes();
+    for (const Shape &shape : gka_shapes()) shapes.push_back(shape);
+    return shapes;
+}
+
+// Exits with a usage error when a list option names something unknown.
+void check_names(const char *option, const std::set<std::string> &names, const std::vector<std::string> &known) {
+    for (const std::string &name : names) {
+        if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+        std::string list;
+        for (const std::string &k : known) list += (list.empty() ? "" : ", ") + k;
+        std::fprintf(stderr, "msda_bench: %s takes %s, not %s\n", option, list.c_str(), name.c_str());
+        std::exit(2);
+    }
+}
+
+void check_settings(const Settings &settings) {
+    std::vector<std::string> shapes;
+    for (const Shape &shape : all_shapes()) shapes.push_back(shape.id);
+    check_names("--shapes", settings.shapes, shapes);
+    check_names("--distributions", settings.distributions, {"local", "uniform"});
+    check_names("--ops", settings.ops, {"forward", "backward", "forward_backward"});
+    check_names("--peers", settings.peers, {"grid_sample", "cuda_port", "gka_torch"});
 }
 
 // Takes this program's options out of argv, leaving Google Benchmark's.
@@ -122,11 +159,8 @@ Settings parse_settings(int &argc, char **argv) {
         }
     }
     argc = kept;
+    check_settings(settings);
     return settings;
-}
-
-bool selected(const std::set<std::string> &subset, const std::string &name) {
-    return subset.empty() || subset.count(name) > 0;
 }
 
 // ---------------------------------------------------------------------------
@@ -149,15 +183,21 @@ std::vector<float> to_float(const std::vector<std::uint16_t> &half, msda::DType 
 // With `dtype` f16 or bf16, value, attention_weights, grad_output and the
 // results but the location gradient are stored in that dtype: the
 // Problem's float32 values rounded to it (untimed, here), the locations
-// float32 (the pairing msda recommends).
+// float32 (the pairing msda recommends). On a GKA shape msda runs its GKA
+// operator (Options::op = gka) with `rounding`; the backward gives no
+// location gradient (its view absent, as GKA requires), and the results
+// leave grad_sampling_locations empty.
 class MsdaRunner {
 public:
-    explicit MsdaRunner(const Problem &problem, msda::DType dtype = msda::DType::f32) : dtype_(dtype) {
+    explicit MsdaRunner(const Problem &problem, msda::DType dtype = msda::DType::f32,
+                        msda::Rounding rounding = msda::Rounding::floor)
+        : dtype_(dtype) {
         using msda::DType;
         using msda::TensorView;
         const Shape &s = problem.shape;
+        const bool gka = s.attention == Attention::gka;
         const std::int64_t levels = static_cast<std::int64_t>(s.levels.size());
-        results_.grad_sampling_locations.resize(problem.sampling_locations.size());
+        if (!gka) results_.grad_sampling_locations.resize(problem.sampling_locations.size());
         const void *value = problem.value.data(), *attention = problem.attention_weights.data(),
                    *grad_output = problem.grad_output.data();
         void *output, *grad_value, *grad_attention;
@@ -202,10 +242,16 @@ public:
                      per_sample(attention),
                      per_query(grad_output),
                      TensorView::contiguous(grad_value, dtype, {s.batch, s.value_length(), s.heads, s.channels}),
-                     TensorView::contiguous(results_.grad_sampling_locations.data(), DType::f32,
-                                            {s.batch, s.queries, s.heads, levels, s.points, 2}),
+                     gka ? TensorView{}
+                         : TensorView::contiguous(results_.grad_sampling_locations.data(), DType::f32,
+                                                  {s.batch, s.queries, s.heads, levels, s.points, 2}),
                      per_sample(grad_attention)};
-        plan_.emplace(msda::ProblemSize::of(forward_), msda::Options{});
+        msda::Options options;
+        if (gka) {
+            options.op = msda::Operator::gka;
+            options.rounding = rounding;
+        }
+        plan_.emplace(msda::ProblemSize::of(forward_, options), options);
         workspace_.resize(plan_->workspace_size());
     }
     void forward() { plan_->forward(forward_, workspace_.data(), workspace_.size()); }
@@ -246,8 +292,20 @@ double max_relative_difference(const std::vector<float> &actual, const std::vect
     return largest > 0.0 ? worst / largest : worst;
 }
 
-std::vector<std::unique_ptr<Peer>> make_peers(const Problem &problem, const Settings &settings) {
+// The peers of `settings.peers` that compute the problem's operator: for
+// MSDA grid_sample and cuda_port, for GKA gka_torch (with `rounding`).
+std::vector<std::unique_ptr<Peer>> make_peers(const Problem &problem, const Settings &settings,
+                                              msda::Rounding rounding = msda::Rounding::floor) {
     std::vector<std::unique_ptr<Peer>> peers;
+    if (problem.shape.attention == Attention::gka) {
+#ifdef MSDA_BENCH_HAVE_TORCH
+        if (settings.peers.count("gka_torch"))
+            peers.push_back(make_gka_torch_peer(problem, settings.threads, rounding == msda::Rounding::nearest));
+#else
+        (void)rounding;
+#endif
+        return peers;
+    }
 #ifdef MSDA_BENCH_HAVE_TORCH
     if (settings.peers.count("grid_sample")) peers.push_back(make_grid_sample_peer(problem, settings.threads));
 #endif
@@ -257,31 +315,60 @@ std::vector<std::unique_ptr<Peer>> make_peers(const Problem &problem, const Sett
 
 constexpr double kAgreementTolerance = 1e-4;
 
-bool check_agreement(const Shape &shape, Distribution distribution, const Settings &settings) {
-    const Problem problem = make_problem(shape, distribution, 7);
-    MsdaRunner msda_runner(problem);
+// GKA's edge cases, written over every fifth sample's location of a small
+// GKA problem (absolute pixel coordinates): ties of round half to even
+// (0.5, 1.5, 2.5, on the smallest level too), coordinates below 0 and past
+// the level (clamped), huge and infinite ones (clamped) and NaN in x or y
+// (the sample contributes nothing).
+void add_gka_edge_cases(Problem &problem) {
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    const std::pair<float, float> cases[] = {{0.5f, 1.5f},  {2.5f, 0.5f},   {1.5f, 2.5f},  {-0.5f, 1.5f},
+                                             {-3.0f, 2.0f}, {1e3f, -1e3f},  {1e30f, 0.5f}, {inf, 1.0f},
+                                             {1.0f, -inf},  {nan, 1.0f},    {1.0f, nan},   {-0.0f, 2.0f}};
+    const std::size_t count = sizeof cases / sizeof cases[0];
+    for (std::size_t sample = 0, i = 0; 2 * sample + 1 < problem.sampling_locations.size(); sample += 5, ++i) {
+        problem.sampling_locations[2 * sample] = cases[i % count].first;
+        problem.sampling_locations[2 * sample + 1] = cases[i % count].second;
+    }
+}
+
+const char *rounding_name(msda::Rounding rounding) {
+    return rounding == msda::Rounding::nearest ? "nearest" : "floor";
+}
+
+// Every peer's output and gradients against msda's on one problem (seed 7);
+// for a GKA shape with `rounding`, and with add_gka_edge_cases when
+// `edge_cases`. The location gradient is compared for MSDA only.
+bool check_agreement(const Shape &shape, Distribution distribution, const Settings &settings,
+                     msda::Rounding rounding = msda::Rounding::floor, bool edge_cases = false) {
+    const bool gka = shape.attention == Attention::gka;
+    Problem problem = make_problem(shape, distribution, 7);
+    if (gka && edge_cases) add_gka_edge_cases(problem);
+    MsdaRunner msda_runner(problem, msda::DType::f32, rounding);
     msda_runner.forward();
     msda_runner.backward();
     const Results expected = msda_runner.results();
     bool agreed = true;
-    for (const std::unique_ptr<Peer> &peer : make_peers(problem, settings)) {
+    for (const std::unique_ptr<Peer> &peer : make_peers(problem, settings, rounding)) {
         peer->forward();
         const std::vector<float> output = peer->results().output;
         peer->prepare_backward();
         peer->backward();
         const Results got = peer->results();
-        const std::pair<const char *, double> differences[] = {
+        std::vector<std::pair<const char *, double>> differences = {
             {"output", max_relative_difference(output, expected.output)},
-            {"grad_value", max_relative_difference(got.grad_value, expected.grad_value)},
-            {"grad_sampling_locations",
-             max_relative_difference(got.grad_sampling_locations, expected.grad_sampling_locations)},
-            {"grad_attention_weights",
-             max_relative_difference(got.grad_attention_weights, expected.grad_attention_weights)}};
+            {"grad_value", max_relative_difference(got.grad_value, expected.grad_value)}};
+        if (!gka)
+            differences.emplace_back("grad_sampling_locations", max_relative_difference(got.grad_sampling_locations,
+                                                                                        expected.grad_sampling_locations));
+        differences.emplace_back("grad_attention_weights",
+                                 max_relative_difference(got.grad_attention_weights, expected.grad_attention_weights));
         std::printf("agreement %s/%s %-11s", shape.id.c_str(), distribution_name(distribution), peer->name());
         for (const auto &[tensor, difference] : differences) {
             std::printf(" %s %.1e", tensor, difference);
             agreed = agreed && difference <= kAgreementTolerance;
         }
+        if (gka) std::printf(" (%s%s)", rounding_name(rounding), edge_cases ? ", edge cases" : "");
         std::printf("\n");
     }
     return agreed;
@@ -352,9 +439,10 @@ struct Context {
     Settings settings;
     std::unique_ptr<FloorModel> floor;
     ProblemCache problems;
-    // Mean seconds per iteration of the grid_sample peer and of float32
-    // msda, by "op/shape/distribution".
-    std::map<std::string, double> grid_sample_seconds, f32_seconds;
+    // Mean seconds per iteration of the baseline peer (grid_sample for
+    // MSDA, gka_torch for GKA) and of float32 msda, by
+    // "op/shape/distribution".
+    std::map<std::string, double> baseline_seconds, f32_seconds;
 };
 Context *context = nullptr;
 
@@ -377,6 +465,12 @@ double timed_loop(benchmark::State &state, const std::function<void()> &untimed,
     return total / static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
 }
 
+// The peer the speedup counter of a shape's rows divides by: grid_sample
+// for MSDA, gka_torch for GKA.
+const char *baseline_peer(const Shape &shape) {
+    return shape.attention == Attention::gka ? "gka_torch" : "grid_sample";
+}
+
 // `dtype`: the storage dtype of the call's tensors (the peers: float32).
 void set_counters(benchmark::State &state, const Shape &shape, Distribution distribution, Operator op,
                   const std::string &implementation, double seconds, msda::DType dtype = msda::DType::f32) {
@@ -389,14 +483,15 @@ void set_counters(benchmark::State &state, const Shape &shape, Distribution dist
     state.counters["GBps"] = bytes / seconds / 1e9;
     state.counters["floor_ratio"] = seconds / floor.seconds;
     const std::string key = std::string(operator_name(op)) + "/" + shape.id + "/" + distribution_name(distribution);
-    if (implementation == "grid_sample") {
-        context->grid_sample_seconds[key] = seconds;
+    const std::string baseline = baseline_peer(shape);
+    if (implementation == baseline) {
+        context->baseline_seconds[key] = seconds;
     } else if (dtype != msda::DType::f32) {
         // Half rows: against float32 msda (the peers are float32 only).
         if (auto found = context->f32_seconds.find(key); found != context->f32_seconds.end())
             state.counters["vs_f32"] = seconds / found->second;
-    } else if (auto found = context->grid_sample_seconds.find(key); found != context->grid_sample_seconds.end()) {
-        state.counters["speedup_vs_grid_sample"] = found->second / seconds;
+    } else if (auto found = context->baseline_seconds.find(key); found != context->baseline_seconds.end()) {
+        state.counters["speedup_vs_" + baseline] = found->second / seconds;
     }
     if (implementation == "msda") context->f32_seconds[key] = seconds;
     state.SetLabel("floor " + floor.bound);
@@ -441,13 +536,17 @@ void run_peer(benchmark::State &state, const Shape &shape, Distribution distribu
 
 void register_benchmarks(const Settings &settings) {
     const Operator ops[] = {Operator::forward, Operator::backward, Operator::forward_backward};
-    std::vector<std::string> peers;
+    // The peers of each operator, in the order they run (the baseline
+    // first: msda's speedup counter divides by its time).
+    std::vector<std::string> msda_peers, gka_peers;
 #ifdef MSDA_BENCH_HAVE_TORCH
-    if (settings.peers.count("grid_sample")) peers.push_back("grid_sample");
+    if (settings.peers.count("grid_sample")) msda_peers.push_back("grid_sample");
+    if (settings.peers.count("gka_torch")) gka_peers.push_back("gka_torch");
 #endif
-    if (settings.peers.count("cuda_port")) peers.push_back("cuda_port");
-    for (const Shape &shape : canonical_shapes()) {
+    if (settings.peers.count("cuda_port")) msda_peers.push_back("cuda_port");
+    for (const Shape &shape : all_shapes()) {
         if (!selected(settings.shapes, shape.id)) continue;
+        const std::vector<std::string> &peers = shape.attention == Attention::gka ? gka_peers : msda_peers;
         for (Distribution distribution : {Distribution::local, Distribution::uniform}) {
             if (!selected(settings.distributions, distribution_name(distribution))) continue;
             for (Operator op : ops) {
@@ -495,6 +594,11 @@ void add_machine_context(const FloorModel &floor, int threads) {
 #else
     benchmark::AddCustomContext("grid_sample_peer", "absent (built without LibTorch)");
 #endif
+#ifdef MSDA_BENCH_HAVE_TORCH
+    benchmark::AddCustomContext("gka_torch_peer", "LibTorch " MSDA_BENCH_TORCH_VERSION);
+#else
+    benchmark::AddCustomContext("gka_torch_peer", "absent (built without LibTorch)");
+#endif
 }
 
 }  // namespace
@@ -509,7 +613,8 @@ int main(int argc, char **argv) {
     msda::set_num_threads(settings.threads);
 
     // The peers must compute what msda computes, on a decoder and an
-    // encoder-like problem in both distributions, and msda's half-precision
+    // encoder-like problem in both distributions (GKA's peer on small
+    // problems and GKA_G), and msda's half-precision
     // storage what its float32 does on small problems (one with the
     // canonical 8 heads of 32 channels, which the timed shapes' kernels are
     // specialised for), before anything is timed.
@@ -523,6 +628,19 @@ int main(int argc, char **argv) {
     for (const Shape &shape : {small, canonical_shapes().at(0)})
         for (Distribution distribution : {Distribution::local, Distribution::uniform})
             agreed = check_agreement(shape, distribution, settings) && agreed;
+    // GKA: the gka_torch peer against msda's GKA on the small problems (both
+    // roundings, with GKA's edge cases: ties, out-of-range, infinite and NaN
+    // coordinates) and on GKA_G (floor, what is timed).
+    Shape small_gka = small, small_c32_gka = small_c32;
+    small_gka.id = "small_gka";
+    small_c32_gka.id = "small_c32_gka";
+    small_gka.attention = small_c32_gka.attention = Attention::gka;
+    for (const Shape &shape : {small_gka, small_c32_gka})
+        for (Distribution distribution : {Distribution::local, Distribution::uniform})
+            for (msda::Rounding rounding : {msda::Rounding::floor, msda::Rounding::nearest})
+                agreed = check_agreement(shape, distribution, settings, rounding, true) && agreed;
+    for (Distribution distribution : {Distribution::local, Distribution::uniform})
+        agreed = check_agreement(gka_shapes().at(0), distribution, settings) && agreed;
     bool half_agreed = true;
     for (const Shape &shape : {small, small_c32})
         for (Distribution distribution : {Distribution::local, Distribution::uniform})

@@ -1,7 +1,7 @@
 // The floor model (derived in bench/README.md, "The floor"): the least time
-// any gather-style implementation of MSDA could take for a shape, a location
-// distribution and an operator on this machine, from the rates the probe
-// measures (floor_probe.cpp).
+// any gather-style implementation of MSDA (or GKA) could take for a shape, a
+// location distribution and an operator on this machine, from the rates the
+// probe measures (floor_probe.cpp).
 #include "floor.h"
 
 #include <algorithm>
@@ -22,8 +22,8 @@ const char *operator_name(Operator op) {
 namespace {
 
 // Random rows a sample fetches from each of value and grad_value: its four
-// bilinear corners.
-constexpr double kCorners = 4.0;
+// bilinear corners (MSDA), or the one row GKA reads.
+double corners(const Shape &shape) { return shape.attention == Attention::gka ? 1.0 : 4.0; }
 
 // Random-row fetches counted per grad_value corner in the backward. The
 // scatter-add reads the row and writes it back; the write hits the line the
@@ -34,9 +34,9 @@ constexpr double kCorners = 4.0;
 constexpr double kGradValueFetches = 1.0;
 
 // What one operator must do, at the least, for a shape: S samples of C
-// channels, each reading its four corner rows of C elements of
-// `element_bytes` bytes (4 float32, 2 float16 / bfloat16; the arithmetic is
-// float32 whatever the storage).
+// channels, each reading its four corner rows (GKA: its one row) of C
+// elements of `element_bytes` bytes (4 float32, 2 float16 / bfloat16; the
+// arithmetic is float32 whatever the storage).
 struct Work {
     double fmas = 0;        // float32 FMAs
     double loaded = 0;      // bytes loaded into registers
@@ -52,11 +52,13 @@ Work forward_work(const Shape &shape, double element_bytes) {
     Work work;
     // out += (a * w_k) * V_k for the four corners k: one FMA a channel and
     // corner (the weights premultiplied, once per sample, not per channel).
-    work.fmas = samples * kCorners * row;
-    work.loaded = samples * kCorners * row * element_bytes;
+    // GKA: out += a * V, one row.
+    const double rows = corners(shape);
+    work.fmas = samples * rows * row;
+    work.loaded = samples * rows * row * element_bytes;
     work.compulsory = forward_bytes(shape, element_bytes);
     work.footprint = work.compulsory;
-    work.value_rows = kCorners;
+    work.value_rows = rows;
     return work;
 }
 
@@ -66,15 +68,17 @@ Work backward_work(const Shape &shape, double element_bytes) {
     Work work;
     // d_k = <g, V_k> for the four corners (grad_attention_weights and both
     // location gradients are scalar combinations of the d_k and the weights),
-    // then grad_value[k] += (a * w_k) * g: 4C + 4C FMAs.
-    work.fmas = samples * 2.0 * kCorners * row;
-    // The four value rows, and the four grad_value rows read back for the
-    // scatter-add (their stores are not counted).
-    work.loaded = samples * 2.0 * kCorners * row * element_bytes;
+    // then grad_value[k] += (a * w_k) * g: 4C + 4C FMAs. GKA: d = <g, V>
+    // (grad_attention_weights) and grad_value += a * g, C + C FMAs.
+    const double rows = corners(shape);
+    work.fmas = samples * 2.0 * rows * row;
+    // The four value rows (GKA: one), and as many grad_value rows read back
+    // for the scatter-add (their stores are not counted).
+    work.loaded = samples * 2.0 * rows * row * element_bytes;
     work.compulsory = backward_bytes(shape, element_bytes);
     work.footprint = work.compulsory;
-    work.value_rows = kCorners;
-    work.grad_rows = kCorners * kGradValueFetches;
+    work.value_rows = rows;
+    work.grad_rows = rows * kGradValueFetches;
     return work;
 }
 

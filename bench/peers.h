@@ -8,6 +8,14 @@
 //     same tasks and scatters into grad_value with atomic adds.
 // Both compute what msda computes with align_corners = false and zeros
 // padding on a Problem (problem.h), float32.
+//   gka_torch: GKA (geometric kernel attention) as a PyTorch user writes it
+//     without a vendor kernel, through LibTorch: per level, pixel indices,
+//     a gather of the value rows, the weighted sum; backward through
+//     autograd. For the GKA shapes (problem.h's gka_shapes(): locations in
+//     absolute pixel coordinates); it computes what msda's GKA computes
+//     (Options::op = gka) with floor rounding, or round half to even with
+//     `nearest`. It has no location gradient: its results leave
+//     grad_sampling_locations empty. Present only with LibTorch.
 #pragma once
 
 #include <memory>
@@ -34,7 +42,8 @@ public:
     // Whatever backward() needs that is not part of the backward itself
     // (for grid_sample: the forward that records the autograd graph).
     virtual void prepare_backward() = 0;
-    // All three gradients for the Problem's grad_output. Requires a
+    // All three gradients for the Problem's grad_output (GKA: grad_value and
+    // grad_attention_weights). Requires a
     // preceding prepare_backward() (each backward consumes it).
     virtual void backward() = 0;
     // Copies out the latest results (for the agreement check, not timed).
@@ -46,6 +55,7 @@ public:
 std::unique_ptr<Peer> make_cuda_port_peer(const Problem &problem, int threads);
 #ifdef MSDA_BENCH_HAVE_TORCH
 std::unique_ptr<Peer> make_grid_sample_peer(const Problem &problem, int threads);
+std::unique_ptr<Peer> make_gka_torch_peer(const Problem &problem, int threads, bool nearest);
 #endif
 
 }  // namespace msda_bench

@@ -31,6 +31,18 @@ std::vector<Shape> canonical_shapes() {
     return shapes;
 }
 
+std::vector<Shape> gka_shapes() {
+    std::vector<Shape> shapes;
+    for (const Shape &shape : canonical_shapes()) {
+        if (shape.id != "G" && shape.id != "L1") continue;
+        Shape gka = shape;
+        gka.id = shape.id == "G" ? "GKA_G" : "GKA_BEV";
+        gka.attention = Attention::gka;
+        shapes.push_back(gka);
+    }
+    return shapes;
+}
+
 const char *distribution_name(Distribution distribution) {
     return distribution == Distribution::local ? "local" : "uniform";
 }
@@ -123,6 +135,11 @@ Problem make_problem(const Shape &shape, Distribution distribution, std::uint64_
                             location[0] = centres[q].first + offset(random) / static_cast<float>(level.width);
                             location[1] = centres[q].second + offset(random) / static_cast<float>(level.height);
                         }
+                        if (shape.attention == Attention::gka) {
+                            // GKA: absolute pixel coordinates of level l.
+                            location[0] *= static_cast<float>(level.width);
+                            location[1] *= static_cast<float>(level.height);
+                        }
                     }
                 }
             }
@@ -147,9 +164,11 @@ double backward_bytes(const Shape &shape, double element_bytes) {
     const double value = static_cast<double>(shape.batch * shape.value_length() * shape.heads * shape.channels);
     const double output = static_cast<double>(shape.batch * shape.queries * shape.heads * shape.channels);
     // Inputs (value, attention_weights, grad_output; locations), then the
-    // gradients (grad_value, grad_attention_weights; grad_sampling_locations).
+    // gradients (grad_value, grad_attention_weights; grad_sampling_locations,
+    // which GKA does not have).
+    const double location_gradient = shape.attention == Attention::gka ? 0.0 : kLocationBytes * 2.0 * samples;
     return element_bytes * (value + samples + output) + kLocationBytes * 2.0 * samples +
-           element_bytes * (value + samples) + kLocationBytes * 2.0 * samples;
+           element_bytes * (value + samples) + location_gradient;
 }
 
 }  // namespace msda_bench

@@ -2,7 +2,8 @@
 // tensors of one problem in the default layouts (value BLNC, locations
 // BQHLP2), float32, options align_corners = false and zeros padding (the
 // setting of Deformable DETR's grid_sample path, so every peer computes the
-// same thing).
+// same thing). The GKA shapes (gka_shapes()) hold the same tensors with the
+// locations in absolute pixel coordinates, for msda's GKA operator.
 #pragma once
 
 #include <cstdint>
@@ -15,8 +16,15 @@ struct Level {
     std::int64_t height = 0, width = 0;
 };
 
+// The operator a shape is measured with: MSDA (bilinear samples at
+// normalized locations) or GKA (geometric kernel attention: one value row a
+// sample at absolute pixel coordinates, floor rounding, no location
+// gradient).
+enum class Attention { msda, gka };
+
 struct Shape {
-    std::string id;  // S0, S1, M0, M2, X, G, L1
+    std::string id;  // S0, S1, M0, M2, X, G, L1; GKA_G, GKA_BEV
+    Attention attention = Attention::msda;
     std::int64_t batch = 1, queries = 0, heads = 8, channels = 32, points = 4;
     std::vector<Level> levels;
 
@@ -31,6 +39,10 @@ struct Shape {
 // The shapes of the issue, in order: S0, S1, M0, M2, X, G, L1.
 std::vector<Shape> canonical_shapes();
 
+// The GKA shapes, in order: GKA_G (the vendor's example, G's sizes) and
+// GKA_BEV (L1's sizes: BEVFormer-sized levels, 8 points).
+std::vector<Shape> gka_shapes();
+
 enum class Distribution { local, uniform };
 const char *distribution_name(Distribution);
 
@@ -42,6 +54,8 @@ constexpr float kLocalOffsetPixels = 2.0f;
 //   value               (B, L, N_h, C_h)
 //   spatial_shapes      (N_l, 2) int32, level_start_index (N_l) int32
 //   sampling_locations  (B, N_q, N_h, N_l, N_p, 2)   normalized, x then y
+//                       (GKA shapes: absolute pixel coordinates of the
+//                       sampled level, x in [0, W_l], y in [0, H_l])
 //   attention_weights   (B, N_q, N_h, N_l, N_p)      softmax over (l, p)
 //   grad_output         (B, N_q, N_h * C_h)
 struct Problem {
@@ -57,12 +71,15 @@ struct Problem {
 //            pixels of level l along each axis; decoder shapes: a random
 //            centre per query in [0, 1]^2 plus the same offsets.
 //   uniform: every location uniform in [0, 1]^2.
+// For a GKA shape the same normalized locations are then converted to
+// absolute pixel coordinates: x * W_l, y * H_l of the sampled level l.
 Problem make_problem(const Shape &shape, Distribution distribution, std::uint64_t seed = 1);
 
 // Compulsory traffic: every tensor read or written once, in bytes.
 //   forward:  value + locations + attention_weights + output
 //   backward: value + locations + attention_weights + grad_output
 //             + grad_value + grad_sampling_locations + grad_attention_weights
+//             (GKA: no grad_sampling_locations)
 // `element_bytes` is the size of one element of the tensors in the storage
 // dtype: value, attention_weights, output / grad_output, grad_value and
 // grad_attention_weights (4 for float32, 2 for float16 and bfloat16). The

@@ -21,6 +21,12 @@ one row per (shape, distribution, dtype), float32 first, with msda's time
 per operator and its ratio to float32 msda's (the vs_f32 counter: < 1 is
 faster).
 
+Where the JSON has GKA rows (shapes GKA_G and GKA_BEV: msda's geometric
+kernel attention and the gka_torch peer), a "GKA" table follows: one row per
+(shape, distribution) with msda's forward and backward times, the gka_torch
+peer's time over msda's for each (the speedup_vs_gka_torch counter), and
+msda's backward time over its forward time.
+
 --targets adds a check list of the issue's performance targets, each PASS
 or FAIL with the numbers behind it (n/a where the JSON lacks them).
 
@@ -69,7 +75,8 @@ class Result:
         # Google Benchmark's default unit is ns; the bench asks for ms.
         self.ms = statistics.median(row["real_time"] * ms_per_unit(row.get("time_unit", "ns")) for row in rows)
         self.counters = {}
-        for key in ("floor_ratio", "speedup_vs_grid_sample", "vs_f32", "ns_per_sample", "GBps"):
+        for key in ("floor_ratio", "speedup_vs_grid_sample", "speedup_vs_gka_torch", "vs_f32", "ns_per_sample",
+                    "GBps"):
             values = [row[key] for row in rows if isinstance(row.get(key), (int, float))]
             if values:
                 self.counters[key] = statistics.median(values)
@@ -91,11 +98,17 @@ def benchmark_key(row):
     return tuple(parts[:4])
 
 
+def is_gka_shape(shape):
+    """The GKA shapes (bench_main's gka_shapes(): GKA_G, GKA_BEV)."""
+    return shape.startswith("GKA")
+
+
 def load_results(data):
     """{(op, shape, distribution, implementation): Result}, the (shape,
-    distribution) pairs of the float32 rows (msda and the peers) in the
-    order the JSON lists them, and those of the half-precision rows."""
-    iterations, medians, order, half_order = {}, {}, [], []
+    distribution) pairs of the float32 MSDA rows (msda and the peers) in the
+    order the JSON lists them, those of the half-precision rows and those
+    of the GKA rows."""
+    iterations, medians, order, half_order, gka_order = {}, {}, [], [], []
     for row in data.get("benchmarks", []):
         key = benchmark_key(row)
         if key is None or row.get("error_occurred"):
@@ -103,7 +116,10 @@ def load_results(data):
         if "real_time" not in row:
             continue  # a big-O or RMS aggregate
         pair = (key[1], key[2])
-        pairs = half_order if key[3] in HALF_IMPLEMENTATIONS else order
+        if is_gka_shape(key[1]):
+            pairs = gka_order
+        else:
+            pairs = half_order if key[3] in HALF_IMPLEMENTATIONS else order
         if pair not in pairs:
             pairs.append(pair)
         if row.get("run_type") == "aggregate":
@@ -120,7 +136,7 @@ def load_results(data):
             # the same one; the iteration rows have it in any case.
             result.label = Result(iterations[key]).label
         results[key] = result
-    return results, order, half_order
+    return results, order, half_order, gka_order
 
 
 def repetitions(data):
@@ -150,6 +166,9 @@ def header(data):
         text += "; probe: " + ", ".join(probes)
     if "grid_sample_peer" in context:
         text += "; grid_sample peer: " + context["grid_sample_peer"]
+    if "gka_torch_peer" in context and any(
+            is_gka_shape((benchmark_key(row) or ("", ""))[1]) for row in data.get("benchmarks", [])):
+        text += "; gka_torch peer: " + context["gka_torch_peer"]
     count = repetitions(data)
     text += "; %s." % ("median of %d repetitions" % count if count > 1 else "one run per benchmark")
     return text
@@ -254,6 +273,36 @@ def half_table(results, half_order):
     return "\n".join(lines) + "\n\n" + legend
 
 
+def gka_table(results, gka_order):
+    """msda's GKA against the gka_torch peer."""
+    columns = ["shape", "dist", "fwd ms", "fwd vs gka_torch", "bwd ms", "bwd vs gka_torch", "bwd/fwd"]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join(["---"] * 2 + ["--:"] * (len(columns) - 2)) + "|"]
+    for shape, distribution in gka_order:
+        cells = [shape, distribution]
+        for op in ("forward", "backward"):
+            msda = results.get((op, shape, distribution, "msda"))
+            if msda is None:
+                cells += ["-", "-"]
+                continue
+            cells.append(format_ms(msda.ms))
+            speedup = msda.counters.get("speedup_vs_gka_torch")
+            if speedup is None:
+                peer = results.get((op, shape, distribution, "gka_torch"))
+                speedup = peer.ms / msda.ms if peer is not None and msda.ms > 0 else None
+            cells.append("-" if speedup is None else format_ratio(speedup))
+        forward = results.get(("forward", shape, distribution, "msda"))
+        backward = results.get(("backward", shape, distribution, "msda"))
+        if forward is None or backward is None or forward.ms <= 0:
+            cells.append("-")
+        else:
+            cells.append("%.2f" % (backward.ms / forward.ms))
+        lines.append("| " + " | ".join(cells) + " |")
+    legend = ("ms: msda's GKA time (floor rounding, float32). vs gka_torch: the gka_torch peer's time (LibTorch "
+              "gather and weighted sum, backward through autograd) over msda's (- where the peer did not run). "
+              "bwd/fwd: msda's backward time over its forward time.")
+    return "\n".join(lines) + "\n\n" + legend
+
+
 def targets(results, order):
     """The issue's targets as (verdict, what, numbers) lines."""
     checks = []
@@ -342,10 +391,10 @@ def main():
         with open(args.json) as file:
             data = json.load(file)
 
-    results, order, half_order = load_results(data)
+    results, order, half_order, gka_order = load_results(data)
     print(header(data))
     print()
-    if not order and not half_order:
+    if not order and not half_order and not gka_order:
         print("(no op/shape/distribution/implementation benchmarks in %s)" % args.json)
         return
     if order:
@@ -356,6 +405,12 @@ def main():
         print("Half precision (M0, G):")
         print()
         print(half_table(results, half_order))
+    if gka_order:
+        if order or half_order:
+            print()
+        print("GKA:")
+        print()
+        print(gka_table(results, gka_order))
     if args.targets:
         print()
         print("Targets:")
