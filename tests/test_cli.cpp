@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "gka_reference.h"
 #include "msda_reference.h"
 #include "npy.h"
 
@@ -633,6 +634,210 @@ TEST_F(Cli, ExplicitFloat32StorageIsTheDefault) {
 }
 
 // ----------------------------------------------------------------------------
+// GKA: --op gka [--rounding floor|nearest]. The locations are absolute pixel
+// coordinates: integers, exact ties (k + 0.5, where floor and nearest part),
+// fractions, out of range on both sides, NaN and +-Inf. Results are held to
+// the GKA double reference on the inputs as stored.
+
+// A small problem whose locations are pixel coordinates of every kind, in
+// turn (so each kind is present whatever the seed), with random magnitudes.
+SmallProblem make_gka_problem(std::uint64_t seed) {
+    SmallProblem problem = make_problem(seed);
+    msda::reference::Problem &p = problem.reference;
+    p.queries = 5;
+    p.levels = {{3, 4}, {1, 6}, {5, 2}};
+    std::mt19937_64 engine(seed);
+    p.value = random_floats(engine, count(problem.value_shape()), -1.0, 1.0);
+    p.attention_weights = random_floats(engine, count(problem.weights_shape()), 0.0, 1.0);
+    problem.grad_output = random_floats(engine, count(problem.output_shape()), -1.0, 1.0);
+
+    p.sampling_locations.assign(static_cast<std::size_t>(count(problem.locations_shape())), 0.0);
+    constexpr int kKinds = 8;  // integer, tie, tie, fraction, below, above, NaN, +-Inf
+    for (std::size_t i = 0; i < p.sampling_locations.size(); ++i) {
+        const std::size_t level = (i / 2 / static_cast<std::size_t>(p.points)) % p.levels.size();
+        const std::int64_t size = i % 2 == 0 ? p.levels[level].width : p.levels[level].height;
+        std::uniform_int_distribution<std::int64_t> pixel(-1, size);
+        std::uniform_real_distribution<double> unit(0.0, 1.0);
+        double &x = p.sampling_locations[i];
+        switch ((i + seed) % kKinds) {
+            case 0: x = static_cast<double>(pixel(engine)); break;
+            case 1:
+            case 2: x = static_cast<double>(pixel(engine)) + 0.5; break;  // -0.5 .. size + 0.5
+            case 3: x = static_cast<float>(unit(engine) * static_cast<double>(size)); break;
+            case 4: x = static_cast<float>(-1.0 - 5.0 * unit(engine)); break;
+            case 5: x = static_cast<float>(static_cast<double>(size) + 5.0 * unit(engine)); break;
+            case 6: x = NAN; break;
+            default: x = unit(engine) < 0.5 ? INFINITY : -INFINITY; break;
+        }
+    }
+    return problem;
+}
+
+// The arguments of write_inputs for GKA: its MSDA-only options dropped,
+// --op gka and the rounding (if given) added.
+std::vector<std::string> gka_arguments(const std::vector<std::string> &inputs, const char *rounding) {
+    std::vector<std::string> arguments;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+        if (inputs[i] == "--padding-mode") {
+            ++i;
+        } else if (inputs[i] != "--align-corners") {
+            arguments.push_back(inputs[i]);
+        }
+    }
+    arguments.insert(arguments.end(), {"--op", "gka"});
+    if (rounding != nullptr) arguments.insert(arguments.end(), {"--rounding", rounding});
+    return arguments;
+}
+
+struct GkaCase {
+    const char *rounding;  // as given on the command line; nullptr: not given (floor)
+    msda::reference::GkaRounding expected_rounding;
+    msda::DType dtype;
+    bool locations_in_dtype;  // --locations-dtype same
+    Layouts layouts;
+    std::vector<std::string> extra;  // further options
+    std::string name;
+    std::uint64_t seed;
+};
+
+void PrintTo(const GkaCase &c, std::ostream *out) { *out << c.name; }
+
+class CliGka : public Cli, public ::testing::WithParamInterface<GkaCase> {
+protected:
+    msda::DType locations_dtype() const {
+        return GetParam().locations_in_dtype ? GetParam().dtype : msda::DType::f32;
+    }
+
+    // The inputs as the binary stores them.
+    msda::reference::Problem stored_problem(const SmallProblem &problem) const {
+        msda::reference::Problem reference = problem.reference;
+        reference.value = stored(reference.value, GetParam().dtype);
+        reference.sampling_locations = stored(reference.sampling_locations, locations_dtype());
+        reference.attention_weights = stored(reference.attention_weights, GetParam().dtype);
+        return reference;
+    }
+
+    std::vector<std::string> arguments(std::vector<std::string> command) const {
+        const GkaCase &c = GetParam();
+        if (c.dtype != msda::DType::f32) {
+            command.insert(command.end(), {"--dtype", dtype_option(c.dtype), "--locations-dtype",
+                                           c.locations_in_dtype ? "same" : "f32"});
+        }
+        command.insert(command.end(), c.extra.begin(), c.extra.end());
+        return command;
+    }
+
+    std::vector<std::string> inputs(const SmallProblem &problem) const {
+        return gka_arguments(write_inputs(problem, GetParam().layouts), GetParam().rounding);
+    }
+
+    // SPEC tolerance for the case's dtype, relative to the tensor's largest
+    // magnitude.
+    ::testing::AssertionResult matches(const std::string &name, const std::vector<double> &actual,
+                                       const std::vector<double> &expected) const {
+        const msda::DType dtype = GetParam().dtype;
+        if (dtype != msda::DType::f32) return agrees(name, actual, expected, dtype, dtype);
+        const double error = max_relative_error(actual, expected);
+        if (error <= kFloat32Tolerance) return ::testing::AssertionSuccess();
+        return ::testing::AssertionFailure() << name << ": max relative error " << error;
+    }
+
+};
+
+TEST_P(CliGka, ForwardMatchesTheGkaReference) {
+    const SmallProblem problem = make_gka_problem(GetParam().seed);
+    const RunResult result = run(arguments(forward_command(inputs(problem))));
+    ASSERT_EQ(result.exit_code, 0) << result.errors;
+    EXPECT_TRUE(matches("output", read_result(path("output.npy"), problem.output_shape()),
+                        msda::reference::gka_forward(stored_problem(problem), GetParam().expected_rounding)));
+}
+
+TEST_P(CliGka, BackwardMatchesTheGkaReferenceWithGradientsInTheInputsLayouts) {
+    const SmallProblem problem = make_gka_problem(GetParam().seed);
+    const RunResult result =
+        run(arguments(backward_command(inputs(problem), {"grad-value", "grad-attention-weights"})));
+    ASSERT_EQ(result.exit_code, 0) << result.errors;
+    EXPECT_FALSE(fs::exists(path("grad-sampling-locations.npy")));
+
+    const msda::reference::GkaGradients expected = msda::reference::gka_backward(
+        stored_problem(problem), stored(problem.grad_output, GetParam().dtype), GetParam().expected_rounding);
+    const std::vector<int> value = value_order(GetParam().layouts.value);
+    const Shape value_file_shape = permuted_shape(problem.value_shape(), value);
+    EXPECT_TRUE(matches("grad_value",
+                        permute(read_result(path("grad-value.npy"), value_file_shape), value_file_shape,
+                                inverse(value)),
+                        expected.value));
+    EXPECT_TRUE(matches("grad_attention_weights",
+                        read_result(path("grad-attention-weights.npy"), problem.weights_shape()),
+                        expected.attention_weights));
+}
+
+using msda::reference::GkaRounding;
+const msda::LocationsLayout kBQHLP2 = msda::LocationsLayout::BQHLP2, kB2QHLP = msda::LocationsLayout::B2QHLP;
+const msda::ValueLayout kBLNC = msda::ValueLayout::BLNC, kBNLC = msda::ValueLayout::BNLC;
+
+INSTANTIATE_TEST_SUITE_P(
+    BothRoundings, CliGka,
+    ::testing::Values(
+        GkaCase{"floor", GkaRounding::floor, msda::DType::f32, false, {kBLNC, kBQHLP2}, {}, "Floor_F32_BLNC_BQHLP2",
+                501},
+        GkaCase{"nearest", GkaRounding::nearest, msda::DType::f32, false, {kBNLC, kB2QHLP}, {"--threads", "3"},
+                "Nearest_F32_BNLC_B2QHLP_Threads3", 502},
+        GkaCase{nullptr, GkaRounding::floor, msda::DType::f32, false, {kBNLC, kBQHLP2}, {},
+                "DefaultFloor_F32_BNLC_BQHLP2", 503},
+        GkaCase{"NEAREST", GkaRounding::nearest, msda::DType::bf16, true, {kBLNC, kB2QHLP}, {},
+                "Nearest_Bf16_LocationsSame_BLNC_B2QHLP", 504},
+        GkaCase{"floor", GkaRounding::floor, msda::DType::bf16, false, {kBNLC, kBQHLP2}, {},
+                "Floor_Bf16_LocationsF32_BNLC_BQHLP2", 505},
+        GkaCase{"nearest", GkaRounding::nearest, msda::DType::f16, false, {kBLNC, kBQHLP2}, {},
+                "Nearest_F16_LocationsF32_BLNC_BQHLP2", 506}),
+    [](const ::testing::TestParamInfo<GkaCase> &parameter) { return parameter.param.name; });
+
+// The ties make the two roundings read different rows, so --rounding must
+// reach the library: nearest differs from floor, and no --rounding is floor.
+TEST_F(Cli, GkaRoundingChoosesTheRow) {
+    const SmallProblem problem = make_gka_problem(601);
+    const std::vector<std::string> inputs = write_inputs(problem, {});
+    std::vector<std::vector<double>> outputs;
+    for (const char *rounding : {"floor", "nearest", static_cast<const char *>(nullptr)}) {
+        const RunResult result = run(forward_command(gka_arguments(inputs, rounding)));
+        ASSERT_EQ(result.exit_code, 0) << result.errors;
+        outputs.push_back(read_result(path("output.npy"), problem.output_shape()));
+    }
+    EXPECT_NE(outputs[0], outputs[1]);
+    EXPECT_EQ(outputs[0], outputs[2]);
+    EXPECT_LE(max_relative_error(outputs[1], msda::reference::gka_forward(problem.reference, GkaRounding::nearest)),
+              kFloat32Tolerance);
+}
+
+TEST_F(Cli, GkaBackwardWritesOnlyTheGradientAskedFor) {
+    const SmallProblem problem = make_gka_problem(602);
+    const RunResult result =
+        run(backward_command(gka_arguments(write_inputs(problem, {}), "nearest"), {"grad-attention-weights"}));
+    ASSERT_EQ(result.exit_code, 0) << result.errors;
+    EXPECT_FALSE(fs::exists(path("grad-value.npy")));
+    EXPECT_FALSE(fs::exists(path("grad-sampling-locations.npy")));
+    EXPECT_LE(max_relative_error(read_result(path("grad-attention-weights.npy"), problem.weights_shape()),
+                                 msda::reference::gka_backward(problem.reference, problem.grad_output,
+                                                               GkaRounding::nearest)
+                                     .attention_weights),
+              kFloat32Tolerance);
+}
+
+// --op msda spelled out is the default operator.
+TEST_F(Cli, ExplicitOpMsdaIsTheDefault) {
+    const SmallProblem problem = make_problem(603);
+    const std::vector<std::string> inputs = write_inputs(problem, {});
+    ASSERT_EQ(run(forward_command(inputs)).exit_code, 0);
+    const std::vector<double> by_default = read_result(path("output.npy"), problem.output_shape());
+    std::vector<std::string> arguments = forward_command(inputs);
+    arguments.insert(arguments.end(), {"--op", "msda"});
+    const RunResult result = run(arguments);
+    ASSERT_EQ(result.exit_code, 0) << result.errors;
+    EXPECT_EQ(read_result(path("output.npy"), problem.output_shape()), by_default);
+}
+
+// ----------------------------------------------------------------------------
 // Bad inputs: a message naming the tensor or file, a non-zero status, no
 // crash, and no output file.
 
@@ -653,6 +858,36 @@ protected:
         EXPECT_TRUE(result.errors.starts_with("msda: ")) << result.errors;
         for (const std::string &text : expected) EXPECT_NE(result.errors.find(text), std::string::npos) << result.errors;
         EXPECT_FALSE(fs::exists(path("output.npy"))) << "nothing is written on error";
+    }
+
+    // Runs backward with `inputs` asking for `gradients` and expects a
+    // failure whose message contains every one of `expected`, with no
+    // gradient file written.
+    void expect_backward_rejected(const std::vector<std::string> &inputs, const std::vector<std::string> &gradients,
+                                  const std::vector<std::string> &expected, int exit_code = kExitBadUsage) {
+        const RunResult result = run(backward_command(inputs, gradients));
+        EXPECT_EQ(result.exit_code, exit_code) << result.errors;
+        EXPECT_TRUE(result.errors.starts_with("msda: ")) << result.errors;
+        for (const std::string &text : expected)
+            EXPECT_NE(result.errors.find(text), std::string::npos) << result.errors;
+        for (const char *gradient : {"grad-value", "grad-sampling-locations", "grad-attention-weights"}) {
+            EXPECT_FALSE(fs::exists(path(std::string(gradient) + ".npy")))
+                << gradient << ": nothing is written on error";
+        }
+    }
+
+    // The inputs for --op gka (without the MSDA-only options), plus `extra`.
+    std::vector<std::string> gka_inputs(const std::vector<std::string> &extra = {}) const {
+        std::vector<std::string> arguments = gka_arguments(inputs_, nullptr);
+        arguments.insert(arguments.end(), extra.begin(), extra.end());
+        return arguments;
+    }
+
+    // The MSDA inputs plus `extra`.
+    std::vector<std::string> msda_inputs(const std::vector<std::string> &extra) const {
+        std::vector<std::string> arguments = inputs_;
+        arguments.insert(arguments.end(), extra.begin(), extra.end());
+        return arguments;
     }
 
     // The inputs with the file after `option` replaced by `file`.
@@ -776,6 +1011,66 @@ TEST_F(CliRejects, UsageErrors) {
     const RunResult help = run({"backward", "--help"});
     EXPECT_EQ(help.exit_code, 0);
     EXPECT_NE(help.output.find("--grad-sampling-locations"), std::string::npos);
+}
+
+// GKA's locations are absolute pixel coordinates clamped to the level, so
+// the MSDA-only options are usage errors with --op gka, default values too.
+TEST_F(CliRejects, MsdaOnlyOptionsWithGka) {
+    expect_forward_rejected(gka_inputs({"--align-corners"}), {"--align-corners", "MSDA only", "gka"}, kExitBadUsage);
+    for (const char *mode : {"zeros", "border"})
+        expect_forward_rejected(gka_inputs({"--padding-mode", mode}), {"--padding-mode", "MSDA only", "gka"},
+                                kExitBadUsage);
+    expect_backward_rejected(gka_inputs({"--rounding", "nearest", "--align-corners"}), {"grad-value"},
+                             {"--align-corners", "MSDA only"});
+    expect_backward_rejected(gka_inputs({"--padding-mode", "border"}), {"grad-attention-weights"},
+                             {"--padding-mode", "MSDA only"});
+}
+
+TEST_F(CliRejects, RoundingWithMsda) {
+    for (const char *rounding : {"floor", "nearest"}) {
+        expect_forward_rejected(msda_inputs({"--rounding", rounding}), {"--rounding", "GKA only", "--op gka"},
+                                kExitBadUsage);
+        expect_forward_rejected(msda_inputs({"--op", "msda", "--rounding", rounding}), {"--rounding", "GKA only"},
+                                kExitBadUsage);
+    }
+    expect_backward_rejected(msda_inputs({"--rounding", "nearest"}), {"grad-value"}, {"--rounding", "GKA only"});
+}
+
+TEST_F(CliRejects, AnUnknownOpOrRoundingNamingTheAllowedValues) {
+    for (const char *op : {"deformable", "gkt", "bilinear"})
+        expect_forward_rejected(msda_inputs({"--op", op}), {"--op", op, "msda", "gka"}, kExitBadUsage);
+    for (const char *rounding : {"ceil", "round", "even"})
+        expect_forward_rejected(gka_inputs({"--rounding", rounding}), {"--rounding", rounding, "floor", "nearest"},
+                                kExitBadUsage);
+    expect_backward_rejected(gka_inputs({"--rounding", "up"}), {"grad-value"}, {"--rounding", "floor", "nearest"});
+}
+
+// GKA has no location gradient: asking for one is a usage error, alone or
+// with the others, and nothing is written.
+TEST_F(CliRejects, GkaLocationGradient) {
+    const std::vector<std::string> expected = {"--grad-sampling-locations", "GKA", "no gradient"};
+    expect_backward_rejected(gka_inputs(), {"grad-value", "grad-sampling-locations", "grad-attention-weights"},
+                             expected);
+    expect_backward_rejected(gka_inputs({"--rounding", "nearest"}), {"grad-sampling-locations"}, expected);
+}
+
+TEST_F(CliRejects, GkaBackwardWithNoGradientAskedFor) {
+    const RunResult result = run(backward_command(gka_inputs(), {}));
+    EXPECT_EQ(result.exit_code, kExitBadUsage);
+    EXPECT_NE(result.errors.find("no gradient"), std::string::npos) << result.errors;
+    EXPECT_NE(result.errors.find("--grad-value"), std::string::npos) << result.errors;
+    EXPECT_NE(result.errors.find("--grad-attention-weights"), std::string::npos) << result.errors;
+    EXPECT_EQ(result.errors.find("--grad-sampling-locations"), std::string::npos) << "GKA has no location gradient";
+}
+
+TEST_F(CliRejects, HelpDescribesGka) {
+    for (const char *command : {"forward", "backward"}) {
+        const RunResult help = run({command, "--help"});
+        EXPECT_EQ(help.exit_code, 0);
+        for (const char *text : {"--op", "msda|gka", "--rounding", "floor|nearest", "MSDA only", "GKA only"})
+            EXPECT_NE(help.output.find(text), std::string::npos) << command << " --help lacks " << text << "\n"
+                                                                 << help.output;
+    }
 }
 
 }  // namespace

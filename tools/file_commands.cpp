@@ -78,6 +78,11 @@ void run_backward(const BackwardCommand &command) {
     options.grad_value = !command.grad_value.empty();
     options.grad_sampling_locations = !command.grad_sampling_locations.empty();
     options.grad_attention_weights = !command.grad_attention_weights.empty();
+    // main rejects these command lines first; the API would too, after the
+    // files are read.
+    if (options.op == msda::Operator::gka && options.grad_sampling_locations)
+        throw msda::Error("msda: backward: GKA gives sampling_locations no gradient (--grad-sampling-locations "
+                          "applies to MSDA only)");
     if (!options.grad_value && !options.grad_sampling_locations && !options.grad_attention_weights)
         throw msda::Error("msda: backward: no gradient asked for (give --grad-value, "
                           "--grad-sampling-locations and/or --grad-attention-weights)");

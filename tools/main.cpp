@@ -3,8 +3,9 @@
 //
 // Exit status: 0 on success, 1 when the inputs are bad (a file that cannot be
 // read, a tensor the API rejects) or the demo's checks fail, 2 when the
-// command line itself is wrong. CLI11's own codes (100 and up) are folded
-// into 2, the usual status for usage errors.
+// command line itself is wrong (including options that do not go together,
+// such as --align-corners with --op gka). CLI11's own codes (100 and up) are
+// folded into 2, the usual status for usage errors.
 #include <CLI/CLI.hpp>
 
 #include <iostream>
@@ -59,21 +60,29 @@ void add_input_options(CLI::App &command, InputFiles &files, msda::Options &opti
         ->required();
     command
         .add_option("--sampling-locations", files.sampling_locations,
-                    "sampling_locations .npy: (B, N_q, N_h, N_l, N_p, 2), or (B, 2, N_q, N_h, N_l, N_p) with B2QHLP")
+                    "sampling_locations .npy: (B, N_q, N_h, N_l, N_p, 2), or (B, 2, N_q, N_h, N_l, N_p) with "
+                    "B2QHLP; last axis (x, y), normalized to [0, 1] for MSDA, absolute pixel coordinates for GKA")
         ->required();
     command.add_option("--attention-weights", files.attention_weights, "attention_weights .npy: (B, N_q, N_h, N_l, N_p)")
         ->required();
 
+    add_choice(command, "--op", options.op, {{"msda", msda::Operator::msda}, {"gka", msda::Operator::gka}},
+               "the operator: msda (bilinear samples at normalized locations) or gka (geometric kernel "
+               "attention: the one pixel at each absolute pixel coordinate, no location gradient); default msda");
+    add_choice(command, "--rounding", options.rounding,
+               {{"floor", msda::Rounding::floor}, {"nearest", msda::Rounding::nearest}},
+               "GKA only: how a pixel coordinate picks its pixel, floor or nearest (ties to even); default floor");
     add_choice(command, "--value-layout", options.value_layout,
                {{"BLNC", msda::ValueLayout::BLNC}, {"BNLC", msda::ValueLayout::BNLC}},
                "layout of value (and grad_value); default BLNC");
     add_choice(command, "--locations-layout", options.locations_layout,
                {{"BQHLP2", msda::LocationsLayout::BQHLP2}, {"B2QHLP", msda::LocationsLayout::B2QHLP}},
                "layout of sampling_locations (and its gradient); default BQHLP2");
-    command.add_flag("--align-corners", options.align_corners, "pixel centres at the corners: x = u*(W-1)");
+    command.add_flag("--align-corners", options.align_corners,
+                     "MSDA only: pixel centres at the corners: x = u*(W-1)");
     add_choice(command, "--padding-mode", options.padding_mode,
                {{"zeros", msda::PaddingMode::zeros}, {"border", msda::PaddingMode::border}},
-               "where samples outside a level read from; default zeros");
+               "MSDA only: where samples outside a level read from; default zeros");
     add_choice(command, "--dtype", storage.dtype,
                {{"f32", msda::DType::f32}, {"f16", msda::DType::f16}, {"bf16", msda::DType::bf16}},
                "storage dtype of value, attention_weights, grad_output and the results, which are written as "
@@ -87,6 +96,24 @@ void add_threads_option(CLI::App &command, int &threads) {
         ->check(CLI::NonNegativeNumber);
 }
 
+// The options that belong to one operator, rejected with the other: GKA
+// takes absolute pixel coordinates and clamps them to the level, so
+// --align-corners and --padding-mode do not apply to it, and --rounding does
+// not apply to MSDA. Given at all counts, default value or not.
+void check_operator_options(const CLI::App &command, const msda::Options &options) {
+    const std::string name = command.get_name();
+    if (options.op == msda::Operator::gka) {
+        for (const char *flag : {"--align-corners", "--padding-mode"}) {
+            if (command.count(flag) > 0)
+                throw CLI::ValidationError(name + ": " + flag +
+                                           " applies to MSDA only, not to --op gka (GKA's sampling locations are "
+                                           "absolute pixel coordinates, clamped to the level)");
+        }
+    } else if (command.count("--rounding") > 0) {
+        throw CLI::ValidationError(name + ": --rounding applies to GKA only (give --op gka with it)");
+    }
+}
+
 int usage_error(const CLI::App &app, const CLI::ParseError &error) {
     // --help and friends are "errors" with status 0; CLI11 prints them.
     if (error.get_exit_code() == 0) return app.exit(error);
@@ -98,7 +125,9 @@ int usage_error(const CLI::App &app, const CLI::ParseError &error) {
 }  // namespace
 
 int main(int argc, char **argv) {
-    CLI::App app{"msda: multi-scale deformable attention (Deformable DETR's MSDA) from .npy files", "msda"};
+    CLI::App app{"msda: multi-scale deformable attention (Deformable DETR's MSDA) and geometric kernel attention "
+                 "(GKA) from .npy files",
+                 "msda"};
     app.require_subcommand(1);
 
     ForwardCommand forward;
@@ -106,7 +135,8 @@ int main(int argc, char **argv) {
     DemoCommand demo;
     int threads = 0;
 
-    CLI::App *forward_command = app.add_subcommand("forward", "output = MSDA(inputs), written as float32 .npy");
+    CLI::App *forward_command = app.add_subcommand(
+        "forward", "output = MSDA(inputs), or GKA(inputs) with --op gka, written as float32 .npy");
     add_input_options(*forward_command, forward.inputs, forward.options, forward.storage);
     forward_command->add_option("--output,-o", forward.output, "output .npy: (B, N_q, N_h*C_h)")->required();
     add_threads_option(*forward_command, threads);
@@ -118,7 +148,8 @@ int main(int argc, char **argv) {
         ->required();
     backward_command->add_option("--grad-value", backward.grad_value, "grad_value .npy to write (value's shape)");
     backward_command->add_option("--grad-sampling-locations", backward.grad_sampling_locations,
-                                 "grad_sampling_locations .npy to write (sampling_locations' shape)");
+                                 "grad_sampling_locations .npy to write (sampling_locations' shape); MSDA only, GKA "
+                                 "gives the locations no gradient");
     backward_command->add_option("--grad-attention-weights", backward.grad_attention_weights,
                                  "grad_attention_weights .npy to write (attention_weights' shape)");
     add_threads_option(*backward_command, threads);
@@ -132,10 +163,21 @@ int main(int argc, char **argv) {
 
     try {
         app.parse(argc, argv);
-        if (backward_command->parsed() && backward.grad_value.empty() && backward.grad_sampling_locations.empty() &&
-            backward.grad_attention_weights.empty())
-            throw CLI::ValidationError("backward: no gradient asked for (give --grad-value, "
-                                       "--grad-sampling-locations and/or --grad-attention-weights)");
+        if (forward_command->parsed()) check_operator_options(*forward_command, forward.options);
+        if (backward_command->parsed()) {
+            check_operator_options(*backward_command, backward.options);
+            const bool gka = backward.options.op == msda::Operator::gka;
+            if (gka && !backward.grad_sampling_locations.empty())
+                throw CLI::ValidationError("backward: --grad-sampling-locations applies to MSDA only: GKA gives "
+                                           "sampling_locations no gradient (ask for --grad-value and/or "
+                                           "--grad-attention-weights)");
+            if (backward.grad_value.empty() && backward.grad_sampling_locations.empty() &&
+                backward.grad_attention_weights.empty())
+                throw CLI::ValidationError(gka ? "backward: no gradient asked for (give --grad-value and/or "
+                                                 "--grad-attention-weights)"
+                                               : "backward: no gradient asked for (give --grad-value, "
+                                                 "--grad-sampling-locations and/or --grad-attention-weights)");
+        }
     } catch (const CLI::ParseError &error) {
         return usage_error(app, error);
     }
