@@ -18,8 +18,8 @@ bench times itself (manual time).
 Where the JSON has half-precision rows (implementations msda_f16 and
 msda_bf16, on M0 and G), a second table follows, "Half precision (M0, G)":
 one row per (shape, distribution, dtype), float32 first, with msda's time
-per operator and its ratio to float32 msda's (the vs_f32 counter: < 1 is
-faster).
+per operator and its ratio to float32 msda's (the ratio of the two rows'
+times in the same run; < 1 is faster).
 
 Where the JSON has GKA rows (shapes GKA_G and GKA_BEV: msda's geometric
 kernel attention and the gka_torch peer), a "GKA" table follows: one row per
@@ -231,15 +231,18 @@ def table(results, order):
 
 
 def vs_f32(results, op, shape, distribution, implementation):
-    """The half row's time over float32 msda's: the vs_f32 counter (measured
-    in the same run), else the two rows' times; None without both."""
+    """The half row's time over float32 msda's, both measured in the same run:
+    the ratio of the two rows' times (medians with repetitions), else the
+    vs_f32 counter. Not the counter first: with repetitions, Google Benchmark
+    runs every float32 repetition before the half ones, so each half
+    repetition's counter divides by the last float32 repetition only."""
     half = results.get((op, shape, distribution, implementation))
     if half is None:
         return None
-    if "vs_f32" in half.counters:
-        return half.counters["vs_f32"]
     f32 = results.get((op, shape, distribution, "msda"))
-    return half.ms / f32.ms if f32 is not None and f32.ms > 0 else None
+    if f32 is not None and f32.ms > 0:
+        return half.ms / f32.ms
+    return half.counters.get("vs_f32")
 
 
 def half_table(results, half_order):
