@@ -14,22 +14,11 @@
 #include <vector>
 
 #include "peers.h"
+#include "torch_tensors.h"
 
 namespace msda_bench {
 
 namespace {
-
-torch::Tensor copy_of(const std::vector<float> &data, std::vector<std::int64_t> sizes) {
-    return torch::from_blob(const_cast<float *>(data.data()), sizes, torch::kFloat32).clone();
-}
-
-std::vector<float> to_vector(const torch::Tensor &tensor) {
-    if (!tensor.defined()) return {};
-    const torch::Tensor contiguous = tensor.detach().to(torch::kFloat32).contiguous();
-    std::vector<float> data(static_cast<std::size_t>(contiguous.numel()));
-    if (!data.empty()) std::memcpy(data.data(), contiguous.data_ptr<float>(), data.size() * sizeof(float));
-    return data;
-}
 
 class GkaTorchPeer final : public Peer {
 public:

@@ -19,27 +19,13 @@
 #include <vector>
 
 #include "peers.h"
+#include "torch_tensors.h"
 
 namespace msda_bench {
 
 namespace {
 
 namespace F = torch::nn::functional;
-
-// A float32 tensor of `sizes` holding a copy of `data` (the Problem's memory
-// is never handed to torch, so nothing can write through to it).
-torch::Tensor copy_of(const std::vector<float> &data, std::vector<std::int64_t> sizes) {
-    return torch::from_blob(const_cast<float *>(data.data()), sizes, torch::kFloat32).clone();
-}
-
-// Copies a tensor (any strides) out row-major; empty when it is undefined.
-std::vector<float> to_vector(const torch::Tensor &tensor) {
-    if (!tensor.defined()) return {};
-    const torch::Tensor contiguous = tensor.detach().to(torch::kFloat32).contiguous();
-    std::vector<float> data(static_cast<std::size_t>(contiguous.numel()));
-    if (!data.empty()) std::memcpy(data.data(), contiguous.data_ptr<float>(), data.size() * sizeof(float));
-    return data;
-}
 
 class GridSamplePeer final : public Peer {
 public:
