@@ -217,12 +217,7 @@ def table(results, order):
             cells.append("-" if speedup is None else format_ratio(speedup))
             port = results.get((op, shape, distribution, "cuda_port"))
             cells.append("-" if port is None or msda.ms <= 0 else format_ratio(port.ms / msda.ms))
-        forward = results.get(("forward", shape, distribution, "msda"))
-        backward = results.get(("backward", shape, distribution, "msda"))
-        if forward is None or backward is None or forward.ms <= 0:
-            cells.append("-")
-        else:
-            cells.append("%.2f" % (backward.ms / forward.ms))
+        cells.append(backward_over_forward(results, shape, distribution))
         lines.append("| " + " | ".join(cells) + " |")
     legend = ("ms: msda's time. floor: msda's time over the floor (bench/README.md), with the bound that sets "
               "it. vs gs, vs port: the grid_sample and cuda_port peers' times over msda's (- where a peer did "
@@ -243,6 +238,15 @@ def vs_f32(results, op, shape, distribution, implementation):
     if f32 is not None and f32.ms > 0:
         return half.ms / f32.ms
     return half.counters.get("vs_f32")
+
+
+def backward_over_forward(results, shape, distribution):
+    """msda's backward time over its forward time, as a cell ("-" without both)."""
+    forward = results.get(("forward", shape, distribution, "msda"))
+    backward = results.get(("backward", shape, distribution, "msda"))
+    if forward is None or backward is None or forward.ms <= 0:
+        return "-"
+    return "%.2f" % (backward.ms / forward.ms)
 
 
 def half_table(results, half_order):
@@ -293,12 +297,7 @@ def gka_table(results, gka_order):
                 peer = results.get((op, shape, distribution, "gka_torch"))
                 speedup = peer.ms / msda.ms if peer is not None and msda.ms > 0 else None
             cells.append("-" if speedup is None else format_ratio(speedup))
-        forward = results.get(("forward", shape, distribution, "msda"))
-        backward = results.get(("backward", shape, distribution, "msda"))
-        if forward is None or backward is None or forward.ms <= 0:
-            cells.append("-")
-        else:
-            cells.append("%.2f" % (backward.ms / forward.ms))
+        cells.append(backward_over_forward(results, shape, distribution))
         lines.append("| " + " | ".join(cells) + " |")
     legend = ("ms: msda's GKA time (floor rounding, float32). vs gka_torch: the gka_torch peer's time (LibTorch "
               "gather and weighted sum, backward through autograd) over msda's (- where the peer did not run). "
