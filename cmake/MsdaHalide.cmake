@@ -19,7 +19,8 @@ set_property(GLOBAL PROPERTY MSDA_VARIANTS "")
 # msda_add_variant(NAME GENERATOR gen KIND kind CHANNELS c
 #                  [DTYPE f32|f16|bf16] [LOCATIONS f32|f16|bf16] [PARAMS ...])
 #   KIND: forward | grad_value | grad_sample | grad_attention_weights
-#         | grad_sampling_locations
+#         | grad_sampling_locations | relayout (a value-shaped copy between
+#         layouts; takes DTYPE only)
 #   CHANNELS: the compile-time C_h, 0 for any.
 #   DTYPE: the storage of value, attention_weights, output, grad_output and
 #          their gradients; LOCATIONS: of sampling_locations and its
@@ -39,6 +40,12 @@ function(msda_add_variant NAME)
     set(halide_type_f32 float32)
     set(halide_type_f16 float16)
     set(halide_type_bf16 bfloat16)
+    if (ARG_KIND STREQUAL "relayout")
+        set(params storage=${halide_type_${ARG_DTYPE}})
+    else ()
+        set(params channels=${ARG_CHANNELS} storage=${halide_type_${ARG_DTYPE}}
+                   locations=${halide_type_${ARG_LOCATIONS}} op=${ARG_OP} ${ARG_PARAMS})
+    endif ()
     add_halide_library(${NAME}
         FROM msda_generators
         GENERATOR ${ARG_GENERATOR}
@@ -46,8 +53,7 @@ function(msda_add_variant NAME)
         TARGETS ${MSDA_X86_TARGETS}
         FEATURES ${MSDA_HALIDE_FEATURES}
         USE_RUNTIME msda_halide_runtime
-        PARAMS channels=${ARG_CHANNELS} storage=${halide_type_${ARG_DTYPE}}
-               locations=${halide_type_${ARG_LOCATIONS}} op=${ARG_OP} ${ARG_PARAMS}
+        PARAMS ${params}
         STMT ${NAME}_STMT)
     set_property(GLOBAL APPEND PROPERTY MSDA_VARIANTS
                  "${NAME}|${ARG_KIND}|${ARG_CHANNELS}|${ARG_DTYPE}|${ARG_LOCATIONS}|${ARG_OP}")

@@ -253,8 +253,41 @@ private:
     GradSamplePipeline sample_pipeline;
 };
 
+// A copy of a value-shaped tensor (c, h, row, b) between two layouts, both
+// with free strides (c dense): the runtime stages value one head at a time
+// (head-major) for the kernels, and copies grad_value's head-major sums back
+// into the caller's layout. Bits are copied as they are.
+class MsdaRelayout : public Generator<MsdaRelayout> {
+public:
+    GeneratorParam<Type> storage{"storage", Float(32)};
+
+    Input<Buffer<void, 4>> input{"input"};
+    Output<Buffer<void, 4>> output{"output"};
+
+    void configure() {
+        input.set_type(storage);
+        output.set_type(storage);
+    }
+
+    void generate() {
+        output(c, h, row, b) = input(c, h, row, b);
+        for (int d = 1; d < 4; d++) {
+            input.dim(d).set_stride(Expr());
+            output.dim(d).set_stride(Expr());
+        }
+        input.set_estimates({{0, 32}, {0, 8}, {0, 22223}, {0, 2}});
+        output.set_estimates({{0, 32}, {0, 8}, {0, 22223}, {0, 2}});
+    }
+
+    void schedule() { schedules::schedule_relayout(get_target(), output, c, h, row, b); }
+
+private:
+    Var c{"c"}, h{"h"}, row{"row"}, b{"b"};
+};
+
 }  // namespace
 }  // namespace msda
 
+HALIDE_REGISTER_GENERATOR(msda::MsdaRelayout, msda_relayout)
 HALIDE_REGISTER_GENERATOR(msda::MsdaForward, msda_forward)
 HALIDE_REGISTER_GENERATOR(msda::MsdaBackward, msda_backward)

@@ -27,4 +27,10 @@ void schedule_grad_sample(const Halide::Target &target, GradSamplePipeline &pipe
     x86::schedule_grad_sample(target, pipeline, tunables);
 }
 
+void schedule_relayout(const Halide::Target &target, Halide::Func out, const Halide::Var &c,
+                       const Halide::Var &h, const Halide::Var &row, const Halide::Var &b) {
+    if (target.arch != Halide::Target::X86) no_schedule(target);
+    x86::schedule_relayout(target, out, c, h, row, b);
+}
+
 }  // namespace msda::schedules

@@ -22,6 +22,10 @@ void schedule_grad_value(const Halide::Target &target, GradValuePipeline &pipeli
 void schedule_grad_sample(const Halide::Target &target, GradSamplePipeline &pipeline,
                           const Tunables &tunables);
 
+// A value-shaped copy out(c, h, row, b) = in(c, h, row, b) between layouts.
+void schedule_relayout(const Halide::Target &target, Halide::Func out, const Halide::Var &c,
+                       const Halide::Var &h, const Halide::Var &row, const Halide::Var &b);
+
 namespace x86 {
 void schedule_forward(const Halide::Target &target, ForwardPipeline &pipeline,
                       const Tunables &tunables);
@@ -29,6 +33,8 @@ void schedule_grad_value(const Halide::Target &target, GradValuePipeline &pipeli
                          const Tunables &tunables);
 void schedule_grad_sample(const Halide::Target &target, GradSamplePipeline &pipeline,
                           const Tunables &tunables);
+void schedule_relayout(const Halide::Target &target, Halide::Func out, const Halide::Var &c,
+                       const Halide::Var &h, const Halide::Var &row, const Halide::Var &b);
 }  // namespace x86
 
 }  // namespace msda::schedules

@@ -207,4 +207,18 @@ void schedule_grad_sample(const Target &target, GradSamplePipeline &f, const Tun
     vectorize_channels(f.grad_rows, v.c, width, tunables.channels);
 }
 
+void schedule_relayout(const Target &target, Func out, const Var &c, const Var &h, const Var &row, const Var &b) {
+    // Blocks of rows per task; inside a block, head by head: a block's rows
+    // of every head (16 KiB for 8 x 32 channels of float32 and 16 rows) stay
+    // in L1 whichever of the two layouts is head-major, so both sides are
+    // read and written in whole cache lines.
+    Var block("block"), rows("rows"), task("task");
+    const int width = target.natural_vector_size(out.type());
+    out.split(row, block, rows, 16, TailStrategy::GuardWithIf)
+        .reorder(c, rows, h, block, b)
+        .fuse(block, b, task)
+        .parallel(task);
+    vectorize_channels(out, c, width, 0);
+}
+
 }  // namespace msda::schedules::x86

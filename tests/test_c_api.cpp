@@ -31,6 +31,7 @@ msda_options to_c(const msda::Options &options) {
     result.grad_value = options.grad_value;
     result.grad_sampling_locations = options.grad_sampling_locations;
     result.grad_attention_weights = options.grad_attention_weights;
+    result.relayout = static_cast<msda_relayout>(options.relayout);
     return result;
 }
 
@@ -158,6 +159,7 @@ std::vector<msda::Options> option_cases() {
     cases[1].align_corners = true;
     cases[2].padding_mode = msda::PaddingMode::border;
     cases[2].grad_sampling_locations = false;
+    cases[2].relayout = msda::Relayout::always;
     return cases;
 }
 
@@ -173,6 +175,8 @@ TEST(CApi, DefaultOptionsAreThoseOfTheCppApi) {
     EXPECT_EQ(c_defaults.grad_value, 1);
     EXPECT_EQ(c_defaults.grad_sampling_locations, 1);
     EXPECT_EQ(c_defaults.grad_attention_weights, 1);
+    EXPECT_EQ(c_defaults.relayout, cpp_defaults.relayout);
+    EXPECT_EQ(c_defaults.relayout, MSDA_RELAYOUT_AUTOMATIC);
 }
 
 TEST(CApi, ContiguousGivesRowMajorStrides) {
@@ -298,6 +302,11 @@ TEST(CApi, CodesOutsideTheEnumsAreErrors) {
     options.padding_mode = static_cast<msda_padding_mode>(-1);
     EXPECT_EQ(msda_forward(&args, &options), MSDA_ERROR);
     EXPECT_THAT(msda_last_error(), HasSubstr("padding_mode"));
+
+    options = defaults;
+    options.relayout = static_cast<msda_relayout>(3);
+    EXPECT_EQ(msda_forward(&args, &options), MSDA_ERROR);
+    EXPECT_THAT(msda_last_error(), HasSubstr("relayout"));
 }
 
 TEST(CApi, TheLastErrorBelongsToItsThread) {

@@ -43,7 +43,7 @@ void Plan::forward(const ForwardArgs &args, void *workspace, std::size_t workspa
     detail::CheckedCall call = detail::check_forward(args, options_);
     detail::check_matches_plan(size_, call.size);
     check_workspace(*this, workspace, workspace_bytes);
-    detail::run_forward(detail::select_kernels(size_, options_), args, options_, call);
+    detail::run_forward(detail::select_kernels(size_, options_), args, options_, call, workspace);
 }
 
 void Plan::backward(const BackwardArgs &args, void *workspace, std::size_t workspace_bytes) const {
@@ -55,25 +55,39 @@ void Plan::backward(const BackwardArgs &args, void *workspace, std::size_t works
 
 // The one-shot calls validate once, then run what a plan would, with a
 // workspace of their own when the plan needs one.
+namespace {
+
+// A one-shot call's own workspace (64-byte aligned, like the regions in it).
+struct FreeWorkspace {
+    void operator()(std::byte *memory) const { ::operator delete[](memory, std::align_val_t{64}); }
+};
+std::unique_ptr<std::byte[], FreeWorkspace> allocate_workspace(std::size_t bytes) {
+    std::unique_ptr<std::byte[], FreeWorkspace> workspace;
+    if (bytes > 0) {
+        workspace.reset(new (std::align_val_t{64}, std::nothrow) std::byte[bytes]);
+        if (!workspace) {
+            detail::fail("workspace", "could not allocate the " + std::to_string(bytes) +
+                                          " bytes of scratch memory the call needs");
+        }
+    }
+    return workspace;
+}
+
+}  // namespace
+
 void forward(const ForwardArgs &args, const Options &options) {
     detail::CheckedCall call = detail::check_forward(args, options);
     detail::check_plan(call.size, options);
-    detail::run_forward(detail::select_kernels(call.size, options), args, options, call);
+    const detail::Kernels kernels = detail::select_kernels(call.size, options);
+    auto workspace = allocate_workspace(detail::workspace_layout(call.size, options).forward_bytes());
+    detail::run_forward(kernels, args, options, call, workspace.get());
 }
 
 void backward(const BackwardArgs &args, const Options &options) {
     detail::CheckedCall call = detail::check_backward(args, options);
     detail::check_plan(call.size, options);
     const detail::Kernels kernels = detail::select_kernels(call.size, options);
-    std::unique_ptr<float[]> workspace;
-    const std::size_t bytes = detail::workspace_bytes(call.size, options);
-    if (bytes > 0) {
-        workspace.reset(new (std::nothrow) float[bytes / sizeof(float)]);
-        if (!workspace) {
-            detail::fail("workspace", "could not allocate the " + std::to_string(bytes) +
-                                          " bytes of float32 sums grad_value needs");
-        }
-    }
+    auto workspace = allocate_workspace(detail::workspace_bytes(call.size, options));
     detail::run_backward(kernels, args, options, call, workspace.get());
 }
 

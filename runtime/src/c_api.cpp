@@ -117,6 +117,7 @@ msda::Options to_options(const msda_options &options) {
     result.grad_value = options.grad_value != 0;
     result.grad_sampling_locations = options.grad_sampling_locations != 0;
     result.grad_attention_weights = options.grad_attention_weights != 0;
+    result.relayout = to_enum<msda::Relayout>(options.relayout, MSDA_RELAYOUT_NEVER, "relayout");
     return result;
 }
 
@@ -178,6 +179,7 @@ msda_options msda_default_options(void) {
     options.padding_mode = static_cast<msda_padding_mode>(defaults.padding_mode);
     options.grad_value = defaults.grad_value ? 1 : 0;
     options.grad_sampling_locations = defaults.grad_sampling_locations ? 1 : 0;
+    options.relayout = static_cast<msda_relayout>(defaults.relayout);
     options.grad_attention_weights = defaults.grad_attention_weights ? 1 : 0;
     return options;
 }

@@ -28,6 +28,7 @@ const char *kind_name(Kind kind) {
     case Kind::grad_sample: return "grad_attention_weights and grad_sampling_locations";
     case Kind::grad_attention_weights: return "grad_attention_weights";
     case Kind::grad_sampling_locations: return "grad_sampling_locations";
+    case Kind::relayout: return "relayout";
     }
     return "unknown";
 }
@@ -208,6 +209,41 @@ void call(const Variant &variant, CommonInputs &in, Outputs *...outputs) {
     }
 }
 
+// The copy between a value-shaped tensor's layouts (msda_relayout).
+void call_relayout(DType dtype, HalideBuffer &from, HalideBuffer &to) {
+    const Variant *copy = nullptr;
+    for (const Variant &variant : kVariants) {
+        if (variant.kind == Kind::relayout && variant.dtype == dtype) copy = &variant;
+    }
+    if (copy == nullptr) throw Error(std::string("msda: this build has no relayout for ") + dtype_name(dtype));
+    using Signature = int (*)(const void *, halide_buffer_t *, halide_buffer_t *);
+    install_runtime_hooks();
+    CallContext context;
+    int result = reinterpret_cast<Signature>(copy->function)(&context, from.get(), to.get());
+    if (result != 0) {
+        throw Error("msda: generated code for relayout failed (Halide error " + std::to_string(result) +
+                    "): " + (context.message.empty() ? "no message" : context.message));
+    }
+}
+
+// A value-shaped buffer (c, h, row, b) laid out head-major over workspace
+// memory: (B, N_h, L, C_h) dense.
+HalideBuffer head_major_workspace(void *data, halide_type_t type, const ProblemSize &size) {
+    HalideBuffer result(data, type, 4);
+    const std::int64_t head = size.value_length * size.channels;
+    result.set(0, size.channels, 1);
+    result.set(1, size.heads, head);
+    result.set(2, size.value_length, size.channels);
+    result.set(3, size.batch, size.batch == 1 ? 1 : size.heads * head);
+    return result;
+}
+
+// Whether the rows of one head are closer together than the heads of one
+// row: true for BNLC, and for BLNC with one head.
+bool is_head_major(const HalideBuffer &value) {
+    return value.dims[1].extent == 1 || value.dims[1].stride > value.dims[2].stride;
+}
+
 // grad_value when there is nothing to scatter (N_q == 0): all zeros.
 void fill_zeros(const TensorView &t) {
     std::int64_t index[kMaxRank] = {};
@@ -288,26 +324,65 @@ Kernels select_kernels(const ProblemSize &size, const Options &options) {
     return kernels;
 }
 
-std::size_t workspace_bytes(const ProblemSize &size, const Options &options) {
-    if (size.dtype == DType::f32 || !options.grad_value) return 0;
-    // Validated sizes: each factor fits 32 bits and value is addressable.
-    return static_cast<std::size_t>(size.batch * size.value_length * size.heads * size.channels) * sizeof(float);
+namespace {
+
+// Whether a plan stages value head-major (see Options::relayout).
+bool stages_value(const ProblemSize &size, const Options &options) {
+    if (options.relayout == Relayout::never || options.value_layout != ValueLayout::BLNC || size.heads < 2) {
+        return false;
+    }
+    if (options.relayout == Relayout::always) return true;
+    const std::int64_t bytes = size.batch * size.value_length * size.heads * size.channels *
+                               static_cast<std::int64_t>(dtype_size(size.dtype));
+    // Validated sizes: each factor fits 32 bits, so the product fits 64.
+    const std::int64_t samples_per_head = size.queries * size.levels * size.points;
+    return bytes > (std::int64_t{2} << 20) && samples_per_head >= 4 * size.value_length;
 }
 
+}  // namespace
+
+Workspace workspace_layout(const ProblemSize &size, const Options &options) {
+    // Validated sizes: value is addressable, so these products fit.
+    const std::size_t elements = static_cast<std::size_t>(size.batch * size.value_length * size.heads * size.channels);
+    Workspace workspace;
+    const bool staged = stages_value(size, options);
+    if (staged) workspace.value_copy = (elements * dtype_size(size.dtype) + 63) / 64 * 64;
+    if (options.grad_value && (size.dtype != DType::f32 || staged)) workspace.sums = elements * sizeof(float);
+    return workspace;
+}
+
+std::size_t workspace_bytes(const ProblemSize &size, const Options &options) {
+    return workspace_layout(size, options).bytes();
+}
+
+namespace {
+
+// The kernels' value: the caller's, or its head-major copy in the workspace
+// when the plan stages one and value is not head-major already.
+void stage_value(CommonInputs &in, const ProblemSize &size, const Workspace &layout, void *workspace) {
+    if (layout.value_copy == 0 || is_head_major(in.value)) return;
+    HalideBuffer copy = head_major_workspace(workspace, halide_type(size.dtype), size);
+    call_relayout(size.dtype, in.value, copy);
+    in.value = copy;
+}
+
+}  // namespace
+
 void run_forward(const Kernels &kernels, const ForwardArgs &args, const Options &options,
-                 const CheckedCall &checked) {
+                 const CheckedCall &checked, void *workspace) {
     const ProblemSize &size = checked.size;
     if (size.batch == 0 || size.queries == 0) return;  // output is empty
     if (split_wide_batches(args, checked,
                            {&ForwardArgs::value, &ForwardArgs::sampling_locations,
                             &ForwardArgs::attention_weights, &ForwardArgs::output},
                            [&](const ForwardArgs &element, const CheckedCall &element_call) {
-                               run_forward(kernels, element, options, element_call);
+                               run_forward(kernels, element, options, element_call, workspace);
                            })) {
         return;
     }
     CommonInputs in(args.value, args.sampling_locations, args.attention_weights, checked.levels,
                     options);
+    stage_value(in, size, workspace_layout(size, options), workspace);
     HalideBuffer output = head_major_buffer(args.output, size.heads, size.channels);
     call(*kernels.forward, in, output.get());
 }
@@ -333,15 +408,27 @@ void run_backward(const Kernels &kernels, const BackwardArgs &args, const Option
     CommonInputs in(args.value, args.sampling_locations, args.attention_weights, checked.levels,
                     options);
     HalideBuffer grad_output = head_major_buffer(args.grad_output, size.heads, size.channels);
+    const Workspace layout = workspace_layout(size, options);
 
     if (kernels.grad_value != nullptr) {
         HalideBuffer grad_value = value_buffer(args.grad_value, options.value_layout);
-        if (size.dtype == DType::f32) {
+        void *sums_memory = static_cast<char *>(workspace) + layout.sums_offset();
+        if (layout.value_copy > 0 && !is_head_major(grad_value)) {
+            // Summed head-major in float32, then copied (float32) or rounded
+            // once (half precision) into grad_value.
+            HalideBuffer sums = head_major_workspace(sums_memory, kFloat32, size);
+            if (size.dtype == DType::f32) {
+                call(*kernels.grad_value, in, grad_output.get(), sums.get());
+                call_relayout(DType::f32, sums, grad_value);
+            } else {
+                call(*kernels.grad_value, in, grad_output.get(), sums.get(), grad_value.get());
+            }
+        } else if (size.dtype == DType::f32) {
             call(*kernels.grad_value, in, grad_output.get(), grad_value.get());
         } else {
             // Half storage: the sums in float32 in the workspace, (c, h, row,
             // b) dense, then rounded once into grad_value.
-            HalideBuffer sums(workspace, kFloat32, 4);
+            HalideBuffer sums(sums_memory, kFloat32, 4);
             sums.set(0, size.channels, 1);
             sums.set(1, size.heads, size.channels);
             sums.set(2, size.value_length, size.heads * size.channels);
@@ -350,6 +437,7 @@ void run_backward(const Kernels &kernels, const BackwardArgs &args, const Option
         }
     }
     if (kernels.grad_sample == nullptr) return;
+    stage_value(in, size, layout, workspace);
     if (kernels.grad_sample->kind == Kind::grad_attention_weights) {
         HalideBuffer weights = weight_buffer(args.grad_attention_weights);
         call(*kernels.grad_sample, in, grad_output.get(), weights.get());

@@ -7,7 +7,7 @@
 
 namespace msda::detail {
 
-enum class Kind { forward, grad_value, grad_sample, grad_attention_weights, grad_sampling_locations };
+enum class Kind { forward, grad_value, grad_sample, grad_attention_weights, grad_sampling_locations, relayout };
 
 // A generated function; called through the signature of its kind.
 using GeneratedFunction = void (*)();
@@ -33,12 +33,21 @@ struct Kernels {
 };
 Kernels select_kernels(const ProblemSize &size, const Options &options);
 
-// Scratch memory a plan's calls need: the float32 sums of grad_value when it
-// is stored in half precision.
+// Scratch memory a plan's calls need, one region after the other: value
+// copied head-major (Options::relayout), then the float32 sums of grad_value
+// when it is stored in half precision or summed head-major.
+struct Workspace {
+    std::size_t value_copy = 0;  // bytes at offset 0
+    std::size_t sums = 0;        // bytes at offset sums_offset()
+    std::size_t sums_offset() const { return value_copy; }
+    std::size_t forward_bytes() const { return value_copy; }
+    std::size_t bytes() const { return value_copy + sums; }
+};
+Workspace workspace_layout(const ProblemSize &size, const Options &options);
 std::size_t workspace_bytes(const ProblemSize &size, const Options &options);
 
 void run_forward(const Kernels &kernels, const ForwardArgs &args, const Options &options,
-                 const CheckedCall &call);
+                 const CheckedCall &call, void *workspace);
 void run_backward(const Kernels &kernels, const BackwardArgs &args, const Options &options,
                   const CheckedCall &call, void *workspace);
 

@@ -223,6 +223,8 @@ void check_options(const Options &options) {
     if (options.padding_mode != PaddingMode::zeros && options.padding_mode != PaddingMode::border) {
         fail("options", "padding_mode must be zeros or border");
     }
+    const int relayout = static_cast<int>(options.relayout);
+    if (relayout < 0 || relayout > 2) fail("options", "relayout must be automatic, always or never");
 }
 
 // value, spatial_shapes, level_start_index, attention_weights and

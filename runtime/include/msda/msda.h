@@ -42,6 +42,13 @@ typedef enum msda_padding_mode { MSDA_PADDING_ZEROS = 0, MSDA_PADDING_BORDER = 1
 typedef enum msda_operator { MSDA_OP_MSDA = 0, MSDA_OP_GKA = 1 } msda_operator;
 typedef enum msda_rounding { MSDA_ROUNDING_FLOOR = 0, MSDA_ROUNDING_NEAREST = 1 } msda_rounding;
 
+/* See msda::Relayout in msda.hpp. */
+typedef enum msda_relayout {
+    MSDA_RELAYOUT_AUTOMATIC = 0,
+    MSDA_RELAYOUT_ALWAYS = 1,
+    MSDA_RELAYOUT_NEVER = 2
+} msda_relayout;
+
 typedef struct msda_options {
     msda_operator op;
     msda_rounding rounding; /* GKA only */
@@ -52,6 +59,7 @@ typedef struct msda_options {
     int grad_value; /* non-zero: compute it */
     int grad_sampling_locations;
     int grad_attention_weights;
+    msda_relayout relayout;
 } msda_options;
 
 typedef struct msda_forward_args {

@@ -61,6 +61,17 @@ enum class Operator : int { msda = 0, gka = 1 };
 // forward) or to nearest, ties to even (the original GKT).
 enum class Rounding : int { floor = 0, nearest = 1 };
 
+// Whether the kernels read value from a head-major copy. In the BLNC layout
+// one head's rows lie N_h * C_h elements apart, so a kernel working through
+// one head touches a cache line and often a page per row. When a call
+// samples every value row many times, copying value head-major first (and
+// summing grad_value head-major, then copying it into grad_value) is
+// faster; the copies live in the plan's workspace. automatic: for BLNC value
+// of more than 2 MiB, 2 or more heads, and at least 4 samples per value row
+// (N_q * N_l * N_p >= 4 L); always: whenever value is BLNC with 2 or more
+// heads; never. Results are bitwise the same either way.
+enum class Relayout : int { automatic = 0, always = 1, never = 2 };
+
 struct Options {
     Operator op = Operator::msda;
     Rounding rounding = Rounding::floor;  // GKA only
@@ -75,6 +86,7 @@ struct Options {
     bool grad_value = true;
     bool grad_sampling_locations = true;
     bool grad_attention_weights = true;
+    Relayout relayout = Relayout::automatic;
 };
 
 // The tensors of one forward call. Shapes are those of the chosen layouts;
@@ -130,7 +142,10 @@ class Plan {
 public:
     Plan(const ProblemSize &size, const Options &options = {});
 
-    // Bytes of scratch memory a call needs (0 when none is needed).
+    // Bytes of scratch memory a call needs (0 when none is needed): the
+    // head-major copy of value (Options::relayout), and the float32 sums of
+    // grad_value when it is stored in half precision or summed head-major.
+    // The same workspace serves forward and backward.
     std::size_t workspace_size() const;
 
     // Validates the tensors against the plan, then runs. The workspace must

@@ -1,0 +1,4 @@
+# Options::relayout: value staged head-major, bitwise against the caller's
+# layout, in every dtype and on every x86 target.
+msda_add_test(test_relayout core test_relayout.cpp)
+msda_run_on_every_x86_target(test_relayout)

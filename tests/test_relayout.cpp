@@ -1,0 +1,243 @@
+// Options::relayout: value staged head-major in the plan's workspace (and
+// grad_value summed head-major, then copied or rounded into the caller's
+// layout) must give the same bits as the kernels reading the caller's layout,
+// in every storage dtype, for both operators; the workspace holds exactly
+// what the policy needs; and what the policy decides is what the comment in
+// msda.hpp says.
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "core_grid.h"
+#include "test_util.h"
+
+namespace {
+
+using msda::DType;
+using msda::Relayout;
+using msda::testing::canonical_results;
+using msda::testing::expect_inputs_unchanged;
+using msda::testing::expect_matches_reference;
+using msda::testing::expect_nothing_written_outside_views;
+using msda::testing::kSentinel;
+using msda::testing::LibraryTensors;
+using msda::testing::ProblemData;
+using msda::testing::ProblemSpec;
+
+const char *short_name(DType dtype) { return dtype == DType::f16 ? "f16" : dtype == DType::bf16 ? "bf16" : "f32"; }
+
+double tolerance(DType dtype) { return dtype == DType::f16 ? 5e-3 : dtype == DType::bf16 ? 2e-2 : 1e-5; }
+
+// Every output of two runs, as stored.
+void expect_same_bits(const LibraryTensors &a, const LibraryTensors &b) {
+    using msda::testing::bitwise_equal;
+    EXPECT_TRUE(bitwise_equal("output", a.output.bytes(), b.output.bytes()));
+    EXPECT_TRUE(bitwise_equal("grad_value", a.grad_value.bytes(), b.grad_value.bytes()));
+    EXPECT_TRUE(bitwise_equal("grad_sampling_locations", a.grad_sampling_locations.bytes(),
+                              b.grad_sampling_locations.bytes()));
+    EXPECT_TRUE(bitwise_equal("grad_attention_weights", a.grad_attention_weights.bytes(),
+                              b.grad_attention_weights.bytes()));
+}
+
+// Forward and backward through a plan with a workspace of exactly the size it
+// asks for (so a region written past its end would show under ASan and in the
+// guard of the next test's allocation).
+// (GKA: no location gradient, its view absent.)
+void run_planned(LibraryTensors &tensors, const msda::Options &options) {
+    msda::BackwardArgs backward = tensors.backward_args();
+    if (options.op == msda::Operator::gka) backward.grad_sampling_locations = {};
+    const msda::Plan plan(msda::ProblemSize::of(backward, options), options);
+    std::vector<std::byte> workspace(plan.workspace_size());
+    plan.forward(tensors.forward_args(), workspace.data(), workspace.size());
+    plan.backward(backward, workspace.data(), workspace.size());
+}
+
+// The core grid in each storage dtype (float32 locations).
+std::vector<ProblemSpec> relayout_grid() {
+    std::vector<ProblemSpec> cases;
+    for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+        for (ProblemSpec spec : msda::testing::grid()) {
+            spec.dtype = dtype;
+            spec.name += std::string("_") + short_name(dtype);
+            cases.push_back(spec);
+        }
+    }
+    return cases;
+}
+
+class RelayoutGrid : public ::testing::TestWithParam<ProblemSpec> {};
+
+// Staged (always) against the caller's layout (never): the same bits, through
+// the plan and the one-shot calls, and the reference's values.
+TEST_P(RelayoutGrid, StagedMatchesUnstagedBitwise) {
+    const ProblemSpec &spec = GetParam();
+    SCOPED_TRACE(spec.describe());
+    const ProblemData data(spec);
+    msda::Options never = spec.options, always = spec.options;
+    never.relayout = Relayout::never;
+    always.relayout = Relayout::always;
+
+    LibraryTensors unstaged(data), staged(data), one_shot(data);
+    ASSERT_NO_THROW(run_planned(unstaged, never));
+    ASSERT_NO_THROW(run_planned(staged, always));
+    ASSERT_NO_THROW(msda::forward(one_shot.forward_args(), always));
+    ASSERT_NO_THROW(msda::backward(one_shot.backward_args(), always));
+    expect_same_bits(staged, unstaged);
+    expect_same_bits(one_shot, unstaged);
+    expect_matches_reference(data, canonical_results(staged), tolerance(spec.dtype));
+    expect_nothing_written_outside_views(staged);
+    expect_inputs_unchanged(staged, data);
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, RelayoutGrid, ::testing::ValuesIn(relayout_grid()),
+                         [](const ::testing::TestParamInfo<ProblemSpec> &info) { return info.param.name; });
+
+// GKA reads and scatters through the same staging.
+TEST(Relayout, GkaStagedMatchesUnstagedBitwise) {
+    for (DType dtype : {DType::f32, DType::bf16}) {
+        ProblemSpec spec;
+        spec.name = "gka";
+        spec.batch = 2;
+        spec.queries = 40;
+        spec.heads = 3;
+        spec.channels = 32;
+        spec.points = 3;
+        spec.levels = {{6, 7}, {3, 4}};
+        spec.padding = 1;
+        spec.dtype = dtype;
+        SCOPED_TRACE(spec.describe());
+        const ProblemData data(spec);
+        msda::Options never, always;
+        never.op = always.op = msda::Operator::gka;
+        never.relayout = Relayout::never;
+        always.relayout = Relayout::always;
+        LibraryTensors unstaged(data), staged(data);
+        // Pixel coordinates: the normalized locations scaled past the levels'
+        // sizes, so rows at the borders are read too.
+        std::vector<float> pixels = data.sampling_locations;
+        for (float &x : pixels) x *= 9.0f;
+        unstaged.sampling_locations.set_canonical(pixels);
+        staged.sampling_locations.set_canonical(pixels);
+        ASSERT_NO_THROW(run_planned(unstaged, never));
+        ASSERT_NO_THROW(run_planned(staged, always));
+        expect_same_bits(staged, unstaged);
+        EXPECT_FALSE(unstaged.grad_value.all_hold(kSentinel));
+    }
+}
+
+// A problem the automatic policy stages (value of 5 MiB, 4 samples per value
+// row and head): the same bits as never, and the workspace it asked for.
+TEST(Relayout, AutomaticStagesDenseLargeProblems) {
+    ProblemSpec spec;
+    spec.name = "dense";
+    spec.queries = 2560;
+    spec.heads = 8;
+    spec.channels = 32;
+    spec.points = 4;
+    spec.levels = {{64, 64}, {32, 32}};  // L = 5120 rows of 8 x 32 float32: 5 MiB
+    SCOPED_TRACE(spec.describe());
+    const ProblemData data(spec);
+    msda::Options automatic, never;
+    never.relayout = Relayout::never;
+    LibraryTensors unstaged(data), staged(data);
+    const msda::ProblemSize size = msda::ProblemSize::of(staged.backward_args(), automatic);
+    const std::size_t value_bytes = 5120 * 8 * 32 * sizeof(float);
+    EXPECT_EQ(msda::Plan(size, automatic).workspace_size(), 2 * value_bytes);
+    ASSERT_NO_THROW(run_planned(unstaged, never));
+    ASSERT_NO_THROW(run_planned(staged, automatic));
+    expect_same_bits(staged, unstaged);
+    expect_matches_reference(data, canonical_results(staged));
+}
+
+// What each policy reserves, from sizes alone.
+TEST(Relayout, WorkspaceHoldsWhatThePolicyNeeds) {
+    msda::ProblemSize size;
+    size.batch = 2;
+    size.value_length = 22223;
+    size.heads = 8;
+    size.channels = 32;
+    size.levels = 4;
+    size.points = 4;
+    size.queries = 22223;
+    const std::size_t elements = 2 * 22223 * 8 * 32;
+    const auto bytes = [&](Relayout relayout, bool grad_value = true,
+                           msda::ValueLayout layout = msda::ValueLayout::BLNC) {
+        msda::Options options;
+        options.relayout = relayout;
+        options.grad_value = grad_value;
+        options.value_layout = layout;
+        return msda::Plan(size, options).workspace_size();
+    };
+    // float32: the copy of value (64-byte multiple) and the float32 sums.
+    const std::size_t copy32 = (elements * 4 + 63) / 64 * 64;
+    EXPECT_EQ(bytes(Relayout::automatic), copy32 + elements * 4);
+    EXPECT_EQ(bytes(Relayout::always), copy32 + elements * 4);
+    EXPECT_EQ(bytes(Relayout::automatic, false), copy32);
+    EXPECT_EQ(bytes(Relayout::never), 0u);
+    EXPECT_EQ(bytes(Relayout::always, true, msda::ValueLayout::BNLC), 0u);  // already head-major
+    // A decoder (N_q * N_l * N_p < 4 L) is not staged automatically.
+    size.queries = 900;
+    EXPECT_EQ(bytes(Relayout::automatic), 0u);
+    EXPECT_EQ(bytes(Relayout::always), copy32 + elements * 4);
+    size.queries = 22223;
+    // Nor is a value of 2 MiB or less, or one head.
+    size.value_length = 2048;  // 2 x 2048 x 8 x 32 float32 = 4 MiB
+    EXPECT_GT(bytes(Relayout::automatic), 0u);
+    size.value_length = 1024;  // 2 MiB
+    EXPECT_EQ(bytes(Relayout::automatic), 0u);
+    size.value_length = 22223;
+    size.heads = 1;
+    EXPECT_EQ(bytes(Relayout::always), 0u);
+    size.heads = 8;
+    // Half precision: a copy of value in its dtype; the float32 sums whether
+    // staged or not.
+    size.dtype = DType::bf16;
+    const std::size_t copy16 = (elements * 2 + 63) / 64 * 64;
+    EXPECT_EQ(bytes(Relayout::automatic), copy16 + elements * 4);
+    EXPECT_EQ(bytes(Relayout::never), elements * 4);
+}
+
+TEST(Relayout, TooSmallWorkspaceIsRejectedAndNothingIsWritten) {
+    ProblemSpec spec;
+    spec.queries = 5;
+    spec.heads = 2;
+    spec.channels = 4;
+    spec.levels = {{3, 3}};
+    const ProblemData data(spec);
+    LibraryTensors tensors(data);
+    msda::Options options;
+    options.relayout = Relayout::always;
+    const msda::Plan plan(msda::ProblemSize::of(tensors.backward_args(), options), options);
+    ASSERT_GT(plan.workspace_size(), 0u);
+    std::vector<std::byte> workspace(plan.workspace_size() - 1);
+    for (int call = 0; call < 3; call++) {
+        try {
+            if (call == 0) plan.forward(tensors.forward_args(), workspace.data(), workspace.size());
+            if (call == 1) plan.backward(tensors.backward_args(), workspace.data(), workspace.size());
+            if (call == 2) plan.forward(tensors.forward_args());
+            ADD_FAILURE() << "call " << call << ": a short workspace was accepted";
+        } catch (const msda::Error &error) {
+            EXPECT_NE(std::string(error.what()).find("workspace"), std::string::npos) << error.what();
+        }
+    }
+    EXPECT_TRUE(tensors.output.all_hold(kSentinel));
+    EXPECT_TRUE(tensors.grad_value.all_hold(kSentinel));
+    EXPECT_TRUE(tensors.grad_attention_weights.all_hold(kSentinel));
+}
+
+TEST(Relayout, UnknownPolicyIsRejected) {
+    msda::ProblemSize size;
+    size.value_length = size.heads = size.channels = size.levels = size.points = 1;
+    msda::Options options;
+    options.relayout = static_cast<Relayout>(3);
+    try {
+        msda::Plan plan(size, options);
+        ADD_FAILURE() << "relayout 3 was accepted";
+    } catch (const msda::Error &error) {
+        EXPECT_NE(std::string(error.what()).find("relayout"), std::string::npos) << error.what();
+    }
+}
+
+}  // namespace
