@@ -39,7 +39,7 @@ TEST(GeneratedCodeErrors, ABufferThatBreaksTheVariantsConstraintsThrowsError) {
     ASSERT_EQ(kernels.forward->channels, 32) << "this build has no C_h = 32 forward variant";
 
     try {
-        msda::detail::run_forward(kernels, args, options, call);
+        msda::detail::run_forward(kernels, args, options, call, nullptr);
         FAIL() << "the C_h = 32 variant accepted a C_h = 16 value";
     } catch (const msda::Error &error) {
         EXPECT_THAT(error.what(), HasSubstr("generated code for forward failed"));
