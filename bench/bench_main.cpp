@@ -22,6 +22,10 @@
 //   --peers grid_sample,cuda_port,gka_torch | none
 //   --dtypes f32,f16,bf16  msda's storage dtypes (default all three; the
 //                        half ones on kHalfShapes only; the peers are float32)
+//   --relayout automatic|always|never
+//                        msda::Options::relayout of every msda plan (default
+//                        automatic): whether value is copied head-major into
+//                        the workspace first; never keeps value as given
 //   --check-only         run the agreement check and exit
 #include <benchmark/benchmark.h>
 
@@ -55,6 +59,7 @@ struct Settings {
     std::set<std::string> shapes, distributions, ops;
     std::set<std::string> peers = {"grid_sample", "cuda_port", "gka_torch"};
     std::set<std::string> dtypes = {"f32", "f16", "bf16"};
+    msda::Relayout relayout = msda::Relayout::automatic;
     bool check_only = false;
 };
 
@@ -70,6 +75,14 @@ const char *dtype_id(msda::DType dtype) {
     case msda::DType::f16: return "f16";
     case msda::DType::bf16: return "bf16";
     default: return "f32";
+    }
+}
+
+const char *relayout_name(msda::Relayout relayout) {
+    switch (relayout) {
+    case msda::Relayout::always: return "always";
+    case msda::Relayout::never: return "never";
+    default: return "automatic";
     }
 }
 
@@ -152,6 +165,18 @@ Settings parse_settings(int &argc, char **argv) {
                     std::exit(2);
                 }
             }
+        } else if (auto v = value("--relayout")) {
+            if (*v == "automatic") {
+                settings.relayout = msda::Relayout::automatic;
+            } else if (*v == "always") {
+                settings.relayout = msda::Relayout::always;
+            } else if (*v == "never") {
+                settings.relayout = msda::Relayout::never;
+            } else {
+                std::fprintf(stderr, "msda_bench: --relayout takes automatic, always or never, not %s\n",
+                             v->c_str());
+                std::exit(2);
+            }
         } else if (arg == "--check-only") {
             settings.check_only = true;
         } else {
@@ -186,11 +211,12 @@ std::vector<float> to_float(const std::vector<std::uint16_t> &half, msda::DType 
 // float32 (the pairing msda recommends). On a GKA shape msda runs its GKA
 // operator (Options::op = gka) with `rounding`; the backward gives no
 // location gradient (its view absent, as GKA requires), and the results
-// leave grad_sampling_locations empty.
+// leave grad_sampling_locations empty. The plan's Options::relayout is
+// `relayout` (--relayout).
 class MsdaRunner {
 public:
-    explicit MsdaRunner(const Problem &problem, msda::DType dtype = msda::DType::f32,
-                        msda::Rounding rounding = msda::Rounding::floor)
+    MsdaRunner(const Problem &problem, msda::Relayout relayout, msda::DType dtype = msda::DType::f32,
+               msda::Rounding rounding = msda::Rounding::floor)
         : dtype_(dtype) {
         using msda::DType;
         using msda::TensorView;
@@ -247,6 +273,7 @@ public:
                                                   {s.batch, s.queries, s.heads, levels, s.points, 2}),
                      per_sample(grad_attention)};
         msda::Options options;
+        options.relayout = relayout;
         if (gka) {
             options.op = msda::Operator::gka;
             options.rounding = rounding;
@@ -344,7 +371,7 @@ bool check_agreement(const Shape &shape, Distribution distribution, const Settin
     const bool gka = shape.attention == Attention::gka;
     Problem problem = make_problem(shape, distribution, 7);
     if (gka && edge_cases) add_gka_edge_cases(problem);
-    MsdaRunner msda_runner(problem, msda::DType::f32, rounding);
+    MsdaRunner msda_runner(problem, settings.relayout, msda::DType::f32, rounding);
     msda_runner.forward();
     msda_runner.backward();
     const Results expected = msda_runner.results();
@@ -381,14 +408,14 @@ double half_tolerance(msda::DType dtype) { return dtype == msda::DType::bf16 ? 2
 
 bool check_half_agreement(const Shape &shape, Distribution distribution, const Settings &settings) {
     const Problem problem = make_problem(shape, distribution, 7);
-    MsdaRunner f32_runner(problem);
+    MsdaRunner f32_runner(problem, settings.relayout);
     f32_runner.forward();
     f32_runner.backward();
     const Results expected = f32_runner.results();
     bool agreed = true;
     for (msda::DType dtype : kDTypes) {
         if (dtype == msda::DType::f32 || !settings.dtypes.count(dtype_id(dtype))) continue;
-        MsdaRunner runner(problem, dtype);
+        MsdaRunner runner(problem, settings.relayout, dtype);
         runner.forward();
         runner.backward();
         const Results got = runner.results();
@@ -501,7 +528,7 @@ void run_msda(benchmark::State &state, const Shape &shape, Distribution distribu
               msda::DType dtype) {
     const Problem &problem = context->problems.get(shape, distribution);
     msda::set_num_threads(context->settings.threads);
-    MsdaRunner runner(problem, dtype);
+    MsdaRunner runner(problem, context->settings.relayout, dtype);
     const double seconds = timed_loop(state, nullptr, [&] {
         if (op != Operator::backward) runner.forward();
         if (op != Operator::forward) runner.backward();
@@ -575,7 +602,8 @@ void register_benchmarks(const Settings &settings) {
     }
 }
 
-void add_machine_context(const FloorModel &floor, int threads) {
+void add_machine_context(const FloorModel &floor, const Settings &settings) {
+    const int threads = settings.threads;
     const MachineRates &r = floor.rates();
     auto text = [](double x) {
         char buffer[64];
@@ -583,6 +611,7 @@ void add_machine_context(const FloorModel &floor, int threads) {
         return std::string(buffer);
     };
     benchmark::AddCustomContext("threads", std::to_string(threads));
+    benchmark::AddCustomContext("relayout", relayout_name(settings.relayout));
     benchmark::AddCustomContext("probe_fma_gflops", text(r.fma_flops_per_s / 1e9));
     benchmark::AddCustomContext("probe_l1_GBps", text(r.l1_bytes_per_s / 1e9));
     benchmark::AddCustomContext("probe_l2_GBps", text(r.l2_bytes_per_s / 1e9));
@@ -660,7 +689,7 @@ int main(int argc, char **argv) {
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
     context->floor = std::make_unique<FloorModel>(settings.threads);
-    add_machine_context(*context->floor, settings.threads);
+    add_machine_context(*context->floor, settings);
     register_benchmarks(settings);
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();

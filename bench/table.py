@@ -6,14 +6,15 @@
     bench/table.py results.json [--targets] > results.md
 
 Prints a header line (date, machine, threads, the probe's rates, the
-grid_sample peer) from the JSON's context, then one row per (shape,
-distribution), in the order the JSON lists them, with for each operator:
-msda's time in ms, its floor ratio (with the bound that sets the floor),
-grid_sample's time over msda's and cuda_port's time over msda's; and msda's
-backward time over its forward time. With repetitions the median aggregates
-are used, otherwise the iteration rows (the median of them if a benchmark
-has several). Times are real_time, converted from each row's time_unit: the
-bench times itself (manual time).
+grid_sample peer, msda's --relayout policy where the JSON records it) from
+the JSON's context, then one row per (shape, distribution), in the order
+the JSON lists them, with for each operator: msda's time in ms, its floor
+ratio (with the bound that sets the floor), grid_sample's time over msda's
+and cuda_port's time over msda's; and msda's backward time over its forward
+time. With repetitions the median aggregates are used, otherwise the
+iteration rows (the median of them if a benchmark has several). Times are
+real_time, converted from each row's time_unit: the bench times itself
+(manual time).
 
 Where the JSON has half-precision rows (implementations msda_f16 and
 msda_bf16, on M0 and G), a second table follows, "Half precision (M0, G)":
@@ -169,6 +170,9 @@ def header(data):
     if "gka_torch_peer" in context and any(
             is_gka_shape((benchmark_key(row) or ("", ""))[1]) for row in data.get("benchmarks", [])):
         text += "; gka_torch peer: " + context["gka_torch_peer"]
+    if "relayout" in context:
+        # msda_bench's --relayout (absent from the JSON of older benches).
+        text += "; relayout " + context["relayout"]
     count = repetitions(data)
     text += "; %s." % ("median of %d repetitions" % count if count > 1 else "one run per benchmark")
     return text
