@@ -132,13 +132,17 @@ Floor FloorModel::floor(const Shape &shape, Distribution distribution, Operator 
     };
     if (distribution == Distribution::uniform && !shape.levels.empty()) {
         // Uniform locations: every corner is a random row of its level's
-        // slice of value for one head (BLNC: rows N_h * C floats apart),
-        // fetched at the rate the probe measures for that geometry (rows of
-        // C elements in the storage dtype). Each level gets S / N_l samples.
+        // slice of value for one head, fetched at the rate the probe
+        // measures for that geometry (rows of C elements in the storage
+        // dtype). The rows are packed (one head's rows side by side, as in
+        // the BNLC layout and in the head-major copy msda stages, see
+        // Options::relayout): no implementation needs them farther apart,
+        // and BLNC's N_h * C apart is slower. Each level gets S / N_l
+        // samples.
         const double samples_per_level =
             static_cast<double>(shape.samples()) / static_cast<double>(shape.levels.size());
         const long long row_bytes = static_cast<long long>(static_cast<double>(shape.channels) * element_bytes);
-        const long long stride = static_cast<long long>(shape.heads) * row_bytes;
+        const long long stride = row_bytes;
         double latency = 0;
         for (const Level &level : shape.levels) {
             const double rate = row_rate(static_cast<long long>(level.height * level.width), stride, row_bytes);

@@ -176,16 +176,19 @@ void schedule_grad_sample(const Target &target, GradSamplePipeline &f, const Tun
 
     // Runs of queries per task, one head at a time, level by level (one
     // level's slice of one head is the working set of the corner reads),
-    // over tiles of queries.
+    // over tiles of queries. The gradients' arithmetic is vectorised across
+    // the tile's queries; the dot products before it are per sample.
     f.grads.split(v.q, chunk, rest, queries_per_task(v, tunables.query_tile), TailStrategy::GuardWithIf)
         .split(rest, query_tile, query, tunables.query_tile, TailStrategy::GuardWithIf)
-        .reorder(v.p, query, query_tile, v.l, v.h, chunk, v.b)
+        .reorder(query, v.p, query_tile, v.l, v.h, chunk, v.b)
         .fuse(chunk, v.b, task)
-        .parallel(task);
+        .parallel(task)
+        .vectorize(query);
 
     // Four dot products over channels per sample, in one pass: partial sums
     // are kept per vector lane (rfactor), then each is reduced across lanes
-    // once. Everything lives per sample, in registers.
+    // once. The dots of a tile's samples are stored queries-innermost, so
+    // the gradients read them as dense vectors.
     RVar channel_outer("channel_outer"), channel_lane("channel_lane");
     Var lane("lane");
     // Eight lanes: the four corners' partial sums are then reduced together
@@ -194,9 +197,9 @@ void schedule_grad_sample(const Target &target, GradSamplePipeline &f, const Tun
     Func partial = f.corner_dots.update()
                        .split(f.channel.x, channel_outer, channel_lane, lanes, TailStrategy::GuardWithIf)
                        .rfactor(channel_lane, lane);
-    f.corner_dots.compute_at(f.grads, v.p);
-    f.corner_dots.update().unroll(channel_lane);
-    partial.compute_at(f.grads, v.p).vectorize(lane);
+    f.corner_dots.compute_at(f.grads, query_tile).reorder_storage(v.q, v.p, v.l, v.h, v.b);
+    f.corner_dots.update().reorder(channel_lane, v.p, v.q).unroll(channel_lane);
+    partial.compute_at(f.corner_dots, v.p).vectorize(lane);
     partial.update().reorder(lane, channel_outer).vectorize(lane);
     if (tunables.channels > 0 && tunables.channels % lanes == 0) partial.update().unroll(channel_outer);
 
