@@ -118,6 +118,16 @@ inline LibraryResults canonical_results(const LibraryTensors &tensors) {
             tensors.grad_sampling_locations.canonical(), tensors.grad_attention_weights.canonical()};
 }
 
+// Every output of two runs of one problem, compared as stored.
+inline void expect_same_bits(const LibraryTensors &a, const LibraryTensors &b) {
+    EXPECT_TRUE(bitwise_equal("output", a.output.bytes(), b.output.bytes()));
+    EXPECT_TRUE(bitwise_equal("grad_value", a.grad_value.bytes(), b.grad_value.bytes()));
+    EXPECT_TRUE(bitwise_equal("grad_sampling_locations", a.grad_sampling_locations.bytes(),
+                              b.grad_sampling_locations.bytes()));
+    EXPECT_TRUE(bitwise_equal("grad_attention_weights", a.grad_attention_weights.bytes(),
+                              b.grad_attention_weights.bytes()));
+}
+
 // The gaps of padded strides and the guard bands around every view still
 // hold the sentinel: nothing was read-modified-written outside a tensor.
 inline void expect_nothing_written_outside_views(const LibraryTensors &tensors) {

@@ -21,6 +21,7 @@ using msda::testing::canonical_results;
 using msda::testing::expect_inputs_unchanged;
 using msda::testing::expect_matches_reference;
 using msda::testing::expect_nothing_written_outside_views;
+using msda::testing::expect_same_bits;
 using msda::testing::kSentinel;
 using msda::testing::LibraryTensors;
 using msda::testing::ProblemData;
@@ -29,17 +30,6 @@ using msda::testing::ProblemSpec;
 const char *short_name(DType dtype) { return dtype == DType::f16 ? "f16" : dtype == DType::bf16 ? "bf16" : "f32"; }
 
 double tolerance(DType dtype) { return dtype == DType::f16 ? 5e-3 : dtype == DType::bf16 ? 2e-2 : 1e-5; }
-
-// Every output of two runs, as stored.
-void expect_same_bits(const LibraryTensors &a, const LibraryTensors &b) {
-    using msda::testing::bitwise_equal;
-    EXPECT_TRUE(bitwise_equal("output", a.output.bytes(), b.output.bytes()));
-    EXPECT_TRUE(bitwise_equal("grad_value", a.grad_value.bytes(), b.grad_value.bytes()));
-    EXPECT_TRUE(bitwise_equal("grad_sampling_locations", a.grad_sampling_locations.bytes(),
-                              b.grad_sampling_locations.bytes()));
-    EXPECT_TRUE(bitwise_equal("grad_attention_weights", a.grad_attention_weights.bytes(),
-                              b.grad_attention_weights.bytes()));
-}
 
 // Forward and backward through a plan with a workspace of exactly the size it
 // asks for (so a region written past its end would show under ASan and in the
