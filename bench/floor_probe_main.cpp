@@ -86,12 +86,12 @@ int main(int argc, char **argv) {
                 std::chrono::duration<double>(done - probed).count());
 
     // The random-row rates behind the uniform floors, one per level
-    // geometry (measured again here: the model keeps its own).
+    // geometry (measured again here: the model keeps its own). Rows are
+    // packed, one head's side by side, as the floor model prices them.
     std::set<std::tuple<long long, long long, long long>> geometries;
     for (const Shape &shape : canonical_shapes()) {
         const long long row_bytes = shape.channels * static_cast<long long>(sizeof(float));
-        for (const Level &level : shape.levels)
-            geometries.emplace(level.height * level.width, shape.heads * row_bytes, row_bytes);
+        for (const Level &level : shape.levels) geometries.emplace(level.height * level.width, row_bytes, row_bytes);
     }
     std::printf("Random rows, %d thread%s (one head's slice of a level):\n", threads, threads == 1 ? "" : "s");
     std::printf("%8s %8s %6s %10s %10s\n", "rows", "stride", "bytes", "footprint", "Mrows/s");
