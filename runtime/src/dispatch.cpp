@@ -191,22 +191,28 @@ struct CommonInputs {
     }
 };
 
-template <typename... Outputs>
-void call(const Variant &variant, CommonInputs &in, Outputs *...outputs) {
-    using Signature = int (*)(const void *, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,
-                              halide_buffer_t *, halide_buffer_t *, halide_buffer_t *, bool, bool, bool,
-                              Outputs *...);
+// Runs a generated function with a fresh error context; a failure becomes
+// an msda::Error carrying Halide's message.
+template <typename Signature, typename... Args>
+void invoke(const Variant &variant, Args... args) {
     install_runtime_hooks();
     CallContext context;
-    int result = reinterpret_cast<Signature>(variant.function)(
-        &context, in.value.get(), in.spatial_shapes.get(), in.level_start_index.get(),
-        in.locations_x.get(), in.locations_y.get(), in.weights.get(), in.align_corners, in.border, in.nearest,
-        outputs...);
+    int result = reinterpret_cast<Signature>(variant.function)(&context, args...);
     if (result != 0) {
         throw Error(std::string("msda: generated code for ") + kind_name(variant.kind) +
                     " failed (Halide error " + std::to_string(result) + "): " +
                     (context.message.empty() ? "no message" : context.message));
     }
+}
+
+template <typename... Outputs>
+void call(const Variant &variant, CommonInputs &in, Outputs *...outputs) {
+    using Signature = int (*)(const void *, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,
+                              halide_buffer_t *, halide_buffer_t *, halide_buffer_t *, bool, bool, bool,
+                              Outputs *...);
+    invoke<Signature>(variant, in.value.get(), in.spatial_shapes.get(), in.level_start_index.get(),
+                      in.locations_x.get(), in.locations_y.get(), in.weights.get(), in.align_corners,
+                      in.border, in.nearest, outputs...);
 }
 
 // The copy between a value-shaped tensor's layouts (msda_relayout).
@@ -216,25 +222,19 @@ void call_relayout(DType dtype, HalideBuffer &from, HalideBuffer &to) {
         if (variant.kind == Kind::relayout && variant.dtype == dtype) copy = &variant;
     }
     if (copy == nullptr) throw Error(std::string("msda: this build has no relayout for ") + dtype_name(dtype));
-    using Signature = int (*)(const void *, halide_buffer_t *, halide_buffer_t *);
-    install_runtime_hooks();
-    CallContext context;
-    int result = reinterpret_cast<Signature>(copy->function)(&context, from.get(), to.get());
-    if (result != 0) {
-        throw Error("msda: generated code for relayout failed (Halide error " + std::to_string(result) +
-                    "): " + (context.message.empty() ? "no message" : context.message));
-    }
+    invoke<int (*)(const void *, halide_buffer_t *, halide_buffer_t *)>(*copy, from.get(), to.get());
 }
 
-// A value-shaped buffer (c, h, row, b) laid out head-major over workspace
-// memory: (B, N_h, L, C_h) dense.
-HalideBuffer head_major_workspace(void *data, halide_type_t type, const ProblemSize &size) {
+// A value-shaped buffer (c, h, row, b), dense over workspace memory:
+// head-major (B, N_h, L, C_h), or in BLNC order (B, L, N_h, C_h).
+HalideBuffer workspace_value_buffer(void *data, halide_type_t type, const ProblemSize &size, bool head_major) {
     HalideBuffer result(data, type, 4);
-    const std::int64_t head = size.value_length * size.channels;
+    const std::int64_t row = head_major ? size.channels : size.heads * size.channels;
+    const std::int64_t head = head_major ? size.value_length * size.channels : size.channels;
     result.set(0, size.channels, 1);
     result.set(1, size.heads, head);
-    result.set(2, size.value_length, size.channels);
-    result.set(3, size.batch, size.batch == 1 ? 1 : size.heads * head);
+    result.set(2, size.value_length, row);
+    result.set(3, size.batch, size.batch == 1 ? 1 : size.value_length * size.heads * size.channels);
     return result;
 }
 
@@ -361,7 +361,7 @@ namespace {
 // when the plan stages one and value is not head-major already.
 void stage_value(CommonInputs &in, const ProblemSize &size, const Workspace &layout, void *workspace) {
     if (layout.value_copy == 0 || is_head_major(in.value)) return;
-    HalideBuffer copy = head_major_workspace(workspace, halide_type(size.dtype), size);
+    HalideBuffer copy = workspace_value_buffer(workspace, halide_type(size.dtype), size, true);
     call_relayout(size.dtype, in.value, copy);
     in.value = copy;
 }
@@ -416,7 +416,7 @@ void run_backward(const Kernels &kernels, const BackwardArgs &args, const Option
         if (layout.value_copy > 0 && !is_head_major(grad_value)) {
             // Summed head-major in float32, then copied (float32) or rounded
             // once (half precision) into grad_value.
-            HalideBuffer sums = head_major_workspace(sums_memory, kFloat32, size);
+            HalideBuffer sums = workspace_value_buffer(sums_memory, kFloat32, size, true);
             if (size.dtype == DType::f32) {
                 call(*kernels.grad_value, in, grad_output.get(), sums.get());
                 call_relayout(DType::f32, sums, grad_value);
@@ -428,11 +428,7 @@ void run_backward(const Kernels &kernels, const BackwardArgs &args, const Option
         } else {
             // Half storage: the sums in float32 in the workspace, (c, h, row,
             // b) dense, then rounded once into grad_value.
-            HalideBuffer sums(sums_memory, kFloat32, 4);
-            sums.set(0, size.channels, 1);
-            sums.set(1, size.heads, size.channels);
-            sums.set(2, size.value_length, size.heads * size.channels);
-            sums.set(3, size.batch, size.batch == 1 ? 1 : size.value_length * size.heads * size.channels);
+            HalideBuffer sums = workspace_value_buffer(sums_memory, kFloat32, size, false);
             call(*kernels.grad_value, in, grad_output.get(), sums.get(), grad_value.get());
         }
     }
