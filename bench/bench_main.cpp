@@ -26,6 +26,9 @@
 //                        msda::Options::relayout of every msda plan (default
 //                        automatic): whether value is copied head-major into
 //                        the workspace first; never keeps value as given
+//   --one-shot           time msda's one-shot calls (msda::forward and
+//                        msda::backward, their workspace from msda's cache)
+//                        instead of a Plan with the bench's own workspace
 //   --check-only         run the agreement check and exit
 #include <benchmark/benchmark.h>
 
@@ -60,6 +63,7 @@ struct Settings {
     std::set<std::string> peers = {"grid_sample", "cuda_port", "gka_torch"};
     std::set<std::string> dtypes = {"f32", "f16", "bf16"};
     msda::Relayout relayout = msda::Relayout::automatic;
+    bool one_shot = false;
     bool check_only = false;
 };
 
@@ -177,6 +181,8 @@ Settings parse_settings(int &argc, char **argv) {
                              v->c_str());
                 std::exit(2);
             }
+        } else if (arg == "--one-shot") {
+            settings.one_shot = true;
         } else if (arg == "--check-only") {
             settings.check_only = true;
         } else {
@@ -212,7 +218,8 @@ std::vector<float> to_float(const std::vector<std::uint16_t> &half, msda::DType 
 // operator (Options::op = gka) with `rounding`; the backward gives no
 // location gradient (its view absent, as GKA requires), and the results
 // leave grad_sampling_locations empty. The plan's Options::relayout is
-// `relayout` (--relayout).
+// `relayout` (--relayout). With use_one_shot_calls() (--one-shot) the runner
+// calls msda::forward and msda::backward with the same Options instead.
 class MsdaRunner {
 public:
     MsdaRunner(const Problem &problem, msda::Relayout relayout, msda::DType dtype = msda::DType::f32,
@@ -278,11 +285,19 @@ public:
             options.op = msda::Operator::gka;
             options.rounding = rounding;
         }
+        options_ = options;
         plan_.emplace(msda::ProblemSize::of(forward_, options), options);
         workspace_.resize(plan_->workspace_size());
     }
-    void forward() { plan_->forward(forward_, workspace_.data(), workspace_.size()); }
-    void backward() { plan_->backward(backward_, workspace_.data(), workspace_.size()); }
+    void use_one_shot_calls() { one_shot_ = true; }
+    void forward() {
+        if (one_shot_) return msda::forward(forward_, options_);
+        plan_->forward(forward_, workspace_.data(), workspace_.size());
+    }
+    void backward() {
+        if (one_shot_) return msda::backward(backward_, options_);
+        plan_->backward(backward_, workspace_.data(), workspace_.size());
+    }
     // The latest results in float32 (a copy, for the agreement check).
     Results results() const {
         if (dtype_ == msda::DType::f32) return results_;
@@ -301,8 +316,10 @@ private:
     std::vector<std::uint16_t> value_, attention_, grad_output_, output_, grad_value_, grad_attention_;
     msda::ForwardArgs forward_;
     msda::BackwardArgs backward_;
+    msda::Options options_;
     std::optional<msda::Plan> plan_;
     std::vector<std::byte> workspace_;
+    bool one_shot_ = false;
 };
 
 // ---------------------------------------------------------------------------
@@ -529,6 +546,7 @@ void run_msda(benchmark::State &state, const Shape &shape, Distribution distribu
     const Problem &problem = context->problems.get(shape, distribution);
     msda::set_num_threads(context->settings.threads);
     MsdaRunner runner(problem, context->settings.relayout, dtype);
+    if (context->settings.one_shot) runner.use_one_shot_calls();
     const double seconds = timed_loop(state, nullptr, [&] {
         if (op != Operator::backward) runner.forward();
         if (op != Operator::forward) runner.backward();
@@ -612,6 +630,7 @@ void add_machine_context(const FloorModel &floor, const Settings &settings) {
     };
     benchmark::AddCustomContext("threads", std::to_string(threads));
     benchmark::AddCustomContext("relayout", relayout_name(settings.relayout));
+    benchmark::AddCustomContext("msda_calls", settings.one_shot ? "one-shot" : "plan");
     benchmark::AddCustomContext("probe_fma_gflops", text(r.fma_flops_per_s / 1e9));
     benchmark::AddCustomContext("probe_l1_GBps", text(r.l1_bytes_per_s / 1e9));
     benchmark::AddCustomContext("probe_l2_GBps", text(r.l2_bytes_per_s / 1e9));

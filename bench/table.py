@@ -173,6 +173,9 @@ def header(data):
     if "relayout" in context:
         # msda_bench's --relayout (absent from the JSON of older benches).
         text += "; relayout " + context["relayout"]
+    if context.get("msda_calls") == "one-shot":
+        # msda_bench --one-shot: msda::forward/backward instead of a Plan.
+        text += "; msda one-shot calls"
     count = repetitions(data)
     text += "; %s." % ("median of %d repetitions" % count if count > 1 else "one run per benchmark")
     return text

@@ -480,4 +480,26 @@ TEST(CApi, ThreadCountDoesNotChangeResults) {
     EXPECT_TRUE(same_bits(one_thread.attention_weights, many_threads.attention_weights));
 }
 
+// The one-shot calls' workspace cache, seen from C: a staged call leaves its
+// workspace there (the C++ calls' cache: the same one), release frees it.
+TEST(CApi, OneShotWorkspaceCacheCanBeReadAndReleased) {
+    const Problem problem;
+    msda::Options staged;
+    staged.relayout = msda::Relayout::always;
+    std::vector<float> output;
+    const msda_forward_args args = to_c(problem.forward_args(output));
+    const msda_options c_options = to_c(staged);
+    msda_release_cached_workspace();
+    EXPECT_EQ(msda_cached_workspace_bytes(), 0u);
+    ASSERT_EQ(msda_forward(&args, &c_options), MSDA_OK) << msda_last_error();
+    const msda::ProblemSize size = msda::ProblemSize::of(problem.forward_args(output), staged);
+    msda::Options forward_only = staged;
+    forward_only.grad_value = false;  // the forward needs the copy of value only
+    EXPECT_EQ(msda_cached_workspace_bytes(), msda::Plan(size, forward_only).workspace_size());
+    EXPECT_EQ(msda_cached_workspace_bytes(), msda::cached_workspace_bytes());
+    msda_release_cached_workspace();
+    EXPECT_EQ(msda_cached_workspace_bytes(), 0u);
+    EXPECT_STREQ(msda_last_error(), "");
+}
+
 }  // namespace

@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core_grid.h"
@@ -30,6 +32,10 @@ using msda::testing::ProblemSpec;
 const char *short_name(DType dtype) { return dtype == DType::f16 ? "f16" : dtype == DType::bf16 ? "bf16" : "f32"; }
 
 double tolerance(DType dtype) { return dtype == DType::f16 ? 5e-3 : dtype == DType::bf16 ? 2e-2 : 1e-5; }
+
+// A workspace that holds anything has 63 bytes more: its regions start at
+// its first 64-byte boundary (msda.hpp, Plan::workspace_size).
+constexpr std::size_t kAlignmentSlack = 63;
 
 // Forward and backward through a plan with a workspace of exactly the size it
 // asks for (so a region written past its end would show under ASan and in the
@@ -134,7 +140,7 @@ TEST(Relayout, AutomaticStagesDenseLargeProblems) {
     LibraryTensors unstaged(data), staged(data);
     const msda::ProblemSize size = msda::ProblemSize::of(staged.backward_args(), automatic);
     const std::size_t value_bytes = 5120 * 8 * 32 * sizeof(float);
-    EXPECT_EQ(msda::Plan(size, automatic).workspace_size(), 2 * value_bytes);
+    EXPECT_EQ(msda::Plan(size, automatic).workspace_size(), 2 * value_bytes + kAlignmentSlack);
     ASSERT_NO_THROW(run_planned(unstaged, never));
     ASSERT_NO_THROW(run_planned(staged, automatic));
     expect_same_bits(staged, unstaged);
@@ -160,17 +166,18 @@ TEST(Relayout, WorkspaceHoldsWhatThePolicyNeeds) {
         options.value_layout = layout;
         return msda::Plan(size, options).workspace_size();
     };
-    // float32: the copy of value (64-byte multiple) and the float32 sums.
+    // float32: the copy of value (64-byte multiple) and the float32 sums,
+    // and the slack that lets them start on a 64-byte boundary.
     const std::size_t copy32 = (elements * 4 + 63) / 64 * 64;
-    EXPECT_EQ(bytes(Relayout::automatic), copy32 + elements * 4);
-    EXPECT_EQ(bytes(Relayout::always), copy32 + elements * 4);
-    EXPECT_EQ(bytes(Relayout::automatic, false), copy32);
+    EXPECT_EQ(bytes(Relayout::automatic), copy32 + elements * 4 + kAlignmentSlack);
+    EXPECT_EQ(bytes(Relayout::always), copy32 + elements * 4 + kAlignmentSlack);
+    EXPECT_EQ(bytes(Relayout::automatic, false), copy32 + kAlignmentSlack);
     EXPECT_EQ(bytes(Relayout::never), 0u);
     EXPECT_EQ(bytes(Relayout::always, true, msda::ValueLayout::BNLC), 0u);  // already head-major
     // A decoder (N_q * N_l * N_p < 4 L) is not staged automatically.
     size.queries = 900;
     EXPECT_EQ(bytes(Relayout::automatic), 0u);
-    EXPECT_EQ(bytes(Relayout::always), copy32 + elements * 4);
+    EXPECT_EQ(bytes(Relayout::always), copy32 + elements * 4 + kAlignmentSlack);
     size.queries = 22223;
     // Nor is a value of 2 MiB or less, or one head.
     size.value_length = 2048;  // 2 x 2048 x 8 x 32 float32 = 4 MiB
@@ -185,8 +192,8 @@ TEST(Relayout, WorkspaceHoldsWhatThePolicyNeeds) {
     // staged or not.
     size.dtype = DType::bf16;
     const std::size_t copy16 = (elements * 2 + 63) / 64 * 64;
-    EXPECT_EQ(bytes(Relayout::automatic), copy16 + elements * 4);
-    EXPECT_EQ(bytes(Relayout::never), elements * 4);
+    EXPECT_EQ(bytes(Relayout::automatic), copy16 + elements * 4 + kAlignmentSlack);
+    EXPECT_EQ(bytes(Relayout::never), elements * 4 + kAlignmentSlack);
 }
 
 TEST(Relayout, TooSmallWorkspaceIsRejectedAndNothingIsWritten) {
@@ -227,6 +234,146 @@ TEST(Relayout, UnknownPolicyIsRejected) {
         ADD_FAILURE() << "relayout 3 was accepted";
     } catch (const msda::Error &error) {
         EXPECT_NE(std::string(error.what()).find("relayout"), std::string::npos) << error.what();
+    }
+}
+
+// A problem the always policy stages, of the given size.
+ProblemSpec staged_problem(const std::string &name, std::int64_t queries, std::int64_t side) {
+    ProblemSpec spec;
+    spec.name = name;
+    spec.batch = 2;
+    spec.queries = queries;
+    spec.heads = 3;
+    spec.channels = 32;
+    spec.points = 2;
+    spec.levels = {{side, side + 1}, {side / 2, side / 2 + 1}};
+    spec.padding = 1;
+    return spec;
+}
+
+// The workspace a call of `spec` asks for: forward, the staged copy of value;
+// backward, the copy and the float32 sums.
+std::size_t staged_bytes(const ProblemSpec &spec, bool backward) {
+    const std::size_t elements = static_cast<std::size_t>(spec.batch * spec.value_length() * spec.heads *
+                                                          spec.channels);
+    const std::size_t copy = (elements * sizeof(float) + 63) / 64 * 64;
+    return (backward ? copy + elements * sizeof(float) : copy) + kAlignmentSlack;
+}
+
+// One-shot calls keep the largest workspace a finished call used and lend it
+// to the next call it is large enough for: what the cache holds after each
+// call, and the same bits as unstaged plans whatever the lent block held
+// before (a larger problem's copy and sums included).
+TEST(Relayout, OneShotCallsReuseTheLargestWorkspace) {
+    const ProblemSpec small = staged_problem("small", 30, 6), large = staged_problem("large", 50, 12);
+    const ProblemData small_data(small), large_data(large);
+    msda::Options always, never;
+    always.relayout = Relayout::always;
+    never.relayout = Relayout::never;
+    LibraryTensors small_expected(small_data), large_expected(large_data);
+    ASSERT_NO_THROW(run_planned(small_expected, never));
+    ASSERT_NO_THROW(run_planned(large_expected, never));
+
+    const auto run_one_shot = [&](const ProblemData &data, const LibraryTensors &expected) {
+        LibraryTensors tensors(data);
+        ASSERT_NO_THROW(msda::forward(tensors.forward_args(), always));
+        ASSERT_NO_THROW(msda::backward(tensors.backward_args(), always));
+        expect_same_bits(tensors, expected);
+    };
+    msda::release_cached_workspace();
+    EXPECT_EQ(msda::cached_workspace_bytes(), 0u);
+    {
+        LibraryTensors tensors(small_data);
+        ASSERT_NO_THROW(msda::forward(tensors.forward_args(), always));
+        EXPECT_EQ(msda::cached_workspace_bytes(), staged_bytes(small, false));
+    }
+    run_one_shot(small_data, small_expected);
+    EXPECT_EQ(msda::cached_workspace_bytes(), staged_bytes(small, true));
+    run_one_shot(large_data, large_expected);
+    EXPECT_EQ(msda::cached_workspace_bytes(), staged_bytes(large, true));
+    run_one_shot(small_data, small_expected);  // in the large block
+    EXPECT_EQ(msda::cached_workspace_bytes(), staged_bytes(large, true));
+    // A call needing no workspace leaves the cache as it is.
+    {
+        LibraryTensors tensors(small_data);
+        ASSERT_NO_THROW(msda::forward(tensors.forward_args(), never));
+        EXPECT_EQ(msda::cached_workspace_bytes(), staged_bytes(large, true));
+    }
+    msda::release_cached_workspace();
+    EXPECT_EQ(msda::cached_workspace_bytes(), 0u);
+    run_one_shot(large_data, large_expected);
+    msda::release_cached_workspace();
+}
+
+// Two threads making one-shot calls at once: one of them finds the cached
+// block lent out and allocates its own; every result is still the plan's.
+TEST(Relayout, ConcurrentOneShotCallsGetTheirOwnWorkspace) {
+    const ProblemSpec first = staged_problem("first", 40, 10), second = staged_problem("second", 30, 8);
+    const ProblemData first_data(first), second_data(second);
+    msda::Options always, never;
+    always.relayout = Relayout::always;
+    never.relayout = Relayout::never;
+    LibraryTensors first_expected(first_data), second_expected(second_data);
+    ASSERT_NO_THROW(run_planned(first_expected, never));
+    ASSERT_NO_THROW(run_planned(second_expected, never));
+
+    constexpr int kCalls = 12;
+    std::vector<LibraryTensors> first_results, second_results;
+    first_results.reserve(kCalls);
+    second_results.reserve(kCalls);
+    for (int call = 0; call < kCalls; call++) {
+        first_results.emplace_back(first_data);
+        second_results.emplace_back(second_data);
+    }
+    const auto run = [&](std::vector<LibraryTensors> *results) {
+        for (LibraryTensors &tensors : *results) {
+            msda::forward(tensors.forward_args(), always);
+            msda::backward(tensors.backward_args(), always);
+        }
+    };
+    msda::release_cached_workspace();
+    std::thread other([&] { EXPECT_NO_THROW(run(&second_results)); });
+    EXPECT_NO_THROW(run(&first_results));
+    other.join();
+    for (const LibraryTensors &tensors : first_results) expect_same_bits(tensors, first_expected);
+    for (const LibraryTensors &tensors : second_results) expect_same_bits(tensors, second_expected);
+    // The larger of the two problems' workspaces is what stays.
+    EXPECT_EQ(msda::cached_workspace_bytes(), std::max(staged_bytes(first, true), staged_bytes(second, true)));
+    msda::release_cached_workspace();
+}
+
+// The workspace may start anywhere: its regions start at its first 64-byte
+// boundary, inside the workspace_size() bytes given, whatever the offset;
+// results are the same bits, and the bytes around the workspace untouched.
+TEST(Relayout, AnyWorkspaceAlignmentGivesTheSameBitsAndStaysInside) {
+    const ProblemSpec spec = staged_problem("aligned", 20, 6);
+    const ProblemData data(spec);
+    msda::Options always, never;
+    always.relayout = Relayout::always;
+    never.relayout = Relayout::never;
+    LibraryTensors expected(data);
+    ASSERT_NO_THROW(run_planned(expected, never));
+    LibraryTensors tensors(data);
+    const msda::Plan plan(msda::ProblemSize::of(tensors.backward_args(), always), always);
+    const std::size_t bytes = plan.workspace_size();
+    ASSERT_GT(bytes, 0u);
+    constexpr std::size_t kGuard = 128;
+    constexpr unsigned char kPattern = 0xA5;
+    for (std::size_t offset : {0, 1, 4, 17, 32, 63}) {
+        SCOPED_TRACE("offset " + std::to_string(offset));
+        // 64-byte aligned storage, so `offset` is the workspace's alignment.
+        std::vector<std::byte> storage(bytes + 2 * kGuard + 64);
+        std::byte *aligned = storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64) % 64;
+        std::byte *workspace = aligned + kGuard + offset;
+        std::fill(storage.begin(), storage.end(), std::byte{kPattern});
+        LibraryTensors result(data);
+        ASSERT_NO_THROW(plan.forward(result.forward_args(), workspace, bytes));
+        ASSERT_NO_THROW(plan.backward(result.backward_args(), workspace, bytes));
+        expect_same_bits(result, expected);
+        for (const std::byte *at = storage.data(); at < workspace; at++) ASSERT_EQ(*at, std::byte{kPattern});
+        for (const std::byte *at = workspace + bytes; at < storage.data() + storage.size(); at++) {
+            ASSERT_EQ(*at, std::byte{kPattern});
+        }
     }
 }
 

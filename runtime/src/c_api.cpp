@@ -267,6 +267,16 @@ void msda_set_num_threads(int threads) {
     guarded([&] { msda::set_num_threads(threads); });
 }
 
+size_t msda_cached_workspace_bytes(void) {
+    size_t bytes = 0;
+    guarded([&] { bytes = msda::cached_workspace_bytes(); });
+    return bytes;
+}
+
+void msda_release_cached_workspace(void) {
+    guarded([] { msda::release_cached_workspace(); });
+}
+
 const char *msda_last_error(void) {
     return last_error_fallback != nullptr ? last_error_fallback : last_error_message.c_str();
 }

@@ -2,6 +2,7 @@
 
 #include <HalideRuntime.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -368,8 +369,20 @@ void stage_value(CommonInputs &in, const ProblemSize &size, const Workspace &lay
 
 }  // namespace
 
+namespace {
+
+// The workspace's first 64-byte boundary (see Workspace).
+void *aligned_workspace(void *workspace) {
+    const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(workspace);
+    const std::uintptr_t skip = (Workspace::kAlignment - address % Workspace::kAlignment) % Workspace::kAlignment;
+    return workspace == nullptr ? nullptr : static_cast<char *>(workspace) + skip;
+}
+
+}  // namespace
+
 void run_forward(const Kernels &kernels, const ForwardArgs &args, const Options &options,
                  const CheckedCall &checked, void *workspace) {
+    workspace = aligned_workspace(workspace);
     const ProblemSize &size = checked.size;
     if (size.batch == 0 || size.queries == 0) return;  // output is empty
     if (split_wide_batches(args, checked,
@@ -389,6 +402,7 @@ void run_forward(const Kernels &kernels, const ForwardArgs &args, const Options 
 
 void run_backward(const Kernels &kernels, const BackwardArgs &args, const Options &options,
                   const CheckedCall &checked, void *workspace) {
+    workspace = aligned_workspace(workspace);
     const ProblemSize &size = checked.size;
     if (size.batch == 0) return;  // every tensor is empty
     if (size.queries == 0) {

@@ -36,12 +36,18 @@ Kernels select_kernels(const ProblemSize &size, const Options &options);
 // Scratch memory a plan's calls need, one region after the other: value
 // copied head-major (Options::relayout), then the float32 sums of grad_value
 // when it is stored in half precision or summed head-major.
+// Offsets are from the workspace's first 64-byte boundary: a workspace that
+// holds anything has kAlignment - 1 bytes more, so the regions start on cache
+// lines (and the staged rows fill whole lines) whatever pointer the caller
+// passes (a std::vector's data is 16-byte aligned).
 struct Workspace {
-    std::size_t value_copy = 0;  // bytes at offset 0
+    static constexpr std::size_t kAlignment = 64;
+    std::size_t value_copy = 0;  // bytes at offset 0, a multiple of kAlignment
     std::size_t sums = 0;        // bytes at offset sums_offset()
     std::size_t sums_offset() const { return value_copy; }
-    std::size_t forward_bytes() const { return value_copy; }
-    std::size_t bytes() const { return value_copy + sums; }
+    std::size_t forward_bytes() const { return padded(value_copy); }
+    std::size_t bytes() const { return padded(value_copy + sums); }
+    static std::size_t padded(std::size_t bytes) { return bytes == 0 ? 0 : bytes + kAlignment - 1; }
 };
 Workspace workspace_layout(const ProblemSize &size, const Options &options);
 std::size_t workspace_bytes(const ProblemSize &size, const Options &options);

@@ -98,6 +98,10 @@ msda_status msda_plan_backward(const msda_plan *plan, const msda_backward_args *
                                void *workspace, size_t workspace_bytes);
 
 void msda_set_num_threads(int threads);
+/* The one-shot calls' workspace cache (msda::cached_workspace_bytes and
+ * msda::release_cached_workspace in msda.hpp). */
+size_t msda_cached_workspace_bytes(void);
+void msda_release_cached_workspace(void);
 /* The message of this thread's last failed call ("" if none). */
 const char *msda_last_error(void);
 

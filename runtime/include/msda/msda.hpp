@@ -144,8 +144,10 @@ public:
 
     // Bytes of scratch memory a call needs (0 when none is needed): the
     // head-major copy of value (Options::relayout), and the float32 sums of
-    // grad_value when it is stored in half precision or summed head-major.
-    // The same workspace serves forward and backward.
+    // grad_value when it is stored in half precision or summed head-major,
+    // plus 63 bytes: the regions start at the workspace's first 64-byte
+    // boundary, whatever the pointer's alignment. The same workspace serves
+    // forward and backward.
     std::size_t workspace_size() const;
 
     // Validates the tensors against the plan, then runs. The workspace must
@@ -163,9 +165,19 @@ private:
     Options options_;
 };
 
-// One-shot calls: plan, allocate the workspace, run.
+// One-shot calls: plan, take a workspace, run. The workspace a call needs
+// (Plan::workspace_size(): the staged value copy and grad_value sums) comes
+// from a process-wide cache: the largest block a finished one-shot call used
+// is kept and lent to the next call it is large enough for; a call that finds
+// it lent out allocates its own. Calls with a Plan never touch the cache.
 void forward(const ForwardArgs &args, const Options &options = {});
 void backward(const BackwardArgs &args, const Options &options = {});
+
+// The bytes the one-shot calls' cache holds now (0 when it holds none or its
+// block is lent out), and a way to free it (it is reallocated by the next
+// one-shot call that needs a workspace).
+std::size_t cached_workspace_bytes();
+void release_cached_workspace();
 
 // Threads the generated code may use (0 = one per core, the default).
 // Results do not depend on it: backward is bitwise reproducible.
