@@ -197,15 +197,15 @@ Settings parse_settings(int &argc, char **argv) {
 // ---------------------------------------------------------------------------
 // msda on a Problem, in the Problem's layouts, with the peers' options.
 
-std::vector<std::uint16_t> to_half(const std::vector<float> &values, msda::DType dtype) {
-    std::vector<std::uint16_t> half(values.size());
+AlignedVector<std::uint16_t> to_half(const Floats &values, msda::DType dtype) {
+    AlignedVector<std::uint16_t> half(values.size());
     for (std::size_t i = 0; i < values.size(); ++i)
         half[i] = dtype == msda::DType::bf16 ? msda::float_to_bf16(values[i]) : msda::float_to_f16(values[i]);
     return half;
 }
 
-std::vector<float> to_float(const std::vector<std::uint16_t> &half, msda::DType dtype) {
-    std::vector<float> values(half.size());
+Floats to_float(const AlignedVector<std::uint16_t> &half, msda::DType dtype) {
+    Floats values(half.size());
     for (std::size_t i = 0; i < half.size(); ++i)
         values[i] = dtype == msda::DType::bf16 ? msda::bf16_to_float(half[i]) : msda::f16_to_float(half[i]);
     return values;
@@ -313,7 +313,7 @@ private:
     msda::DType dtype_;
     Results results_;  // float32 storage, and the location gradient in any case
     // Half storage: the inputs rounded, and the results.
-    std::vector<std::uint16_t> value_, attention_, grad_output_, output_, grad_value_, grad_attention_;
+    AlignedVector<std::uint16_t> value_, attention_, grad_output_, output_, grad_value_, grad_attention_;
     msda::ForwardArgs forward_;
     msda::BackwardArgs backward_;
     msda::Options options_;
@@ -325,7 +325,7 @@ private:
 // ---------------------------------------------------------------------------
 // The agreement check: every peer computes what msda computes.
 
-double max_relative_difference(const std::vector<float> &actual, const std::vector<float> &expected) {
+double max_relative_difference(const Floats &actual, const Floats &expected) {
     if (actual.size() != expected.size()) return INFINITY;
     double largest = 0.0, worst = 0.0;
     for (std::size_t i = 0; i < expected.size(); ++i) {
@@ -395,7 +395,7 @@ bool check_agreement(const Shape &shape, Distribution distribution, const Settin
     bool agreed = true;
     for (const std::unique_ptr<Peer> &peer : make_peers(problem, settings, rounding)) {
         peer->forward();
-        const std::vector<float> output = peer->results().output;
+        const Floats output = peer->results().output;
         peer->prepare_backward();
         peer->backward();
         const Results got = peer->results();

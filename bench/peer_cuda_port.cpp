@@ -253,7 +253,7 @@ public:
 private:
     const Problem &problem_;
     const int threads_;
-    std::vector<float> output_, grad_value_, grad_sampling_locations_, grad_attention_weights_;
+    Floats output_, grad_value_, grad_sampling_locations_, grad_attention_weights_;
 };
 
 }  // namespace

@@ -30,7 +30,7 @@ namespace msda_bench {
 //   grad_sampling_locations (B, N_q, N_h, N_l, N_p, 2);
 //   grad_attention_weights (B, N_q, N_h, N_l, N_p).
 struct Results {
-    std::vector<float> output, grad_value, grad_sampling_locations, grad_attention_weights;
+    Floats output, grad_value, grad_sampling_locations, grad_attention_weights;
 };
 
 class Peer {

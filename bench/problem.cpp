@@ -74,7 +74,7 @@ std::vector<std::pair<float, float>> reference_points(const Shape &shape, std::m
     return points;
 }
 
-void fill_uniform(std::vector<float> &tensor, std::mt19937_64 &random, float low, float high) {
+void fill_uniform(Floats &tensor, std::mt19937_64 &random, float low, float high) {
     std::uniform_real_distribution<float> distribution(low, high);
     for (float &x : tensor) x = distribution(random);
 }
