@@ -260,19 +260,35 @@ std::size_t staged_bytes(const ProblemSpec &spec, bool backward) {
     return (backward ? copy + elements * sizeof(float) : copy) + kAlignmentSlack;
 }
 
+// Two problems the always policy stages, and their results through unstaged
+// plans: what every staged call on them must reproduce bitwise.
+struct StagedPair {
+    ProblemData first, second;
+    LibraryTensors first_expected, second_expected;
+    msda::Options always;
+
+    StagedPair(const ProblemSpec &first_spec, const ProblemSpec &second_spec)
+        : first(first_spec), second(second_spec), first_expected(first), second_expected(second) {
+        msda::Options never;
+        never.relayout = Relayout::never;
+        always.relayout = Relayout::always;
+        run_planned(first_expected, never);
+        run_planned(second_expected, never);
+    }
+};
+
 // One-shot calls keep the largest workspace a finished call used and lend it
 // to the next call it is large enough for: what the cache holds after each
 // call, and the same bits as unstaged plans whatever the lent block held
 // before (a larger problem's copy and sums included).
 TEST(Relayout, OneShotCallsReuseTheLargestWorkspace) {
     const ProblemSpec small = staged_problem("small", 30, 6), large = staged_problem("large", 50, 12);
-    const ProblemData small_data(small), large_data(large);
-    msda::Options always, never;
-    always.relayout = Relayout::always;
+    const StagedPair pair(small, large);
+    const ProblemData &small_data = pair.first, &large_data = pair.second;
+    const LibraryTensors &small_expected = pair.first_expected, &large_expected = pair.second_expected;
+    const msda::Options &always = pair.always;
+    msda::Options never;
     never.relayout = Relayout::never;
-    LibraryTensors small_expected(small_data), large_expected(large_data);
-    ASSERT_NO_THROW(run_planned(small_expected, never));
-    ASSERT_NO_THROW(run_planned(large_expected, never));
 
     const auto run_one_shot = [&](const ProblemData &data, const LibraryTensors &expected) {
         LibraryTensors tensors(data);
@@ -309,21 +325,16 @@ TEST(Relayout, OneShotCallsReuseTheLargestWorkspace) {
 // block lent out and allocates its own; every result is still the plan's.
 TEST(Relayout, ConcurrentOneShotCallsGetTheirOwnWorkspace) {
     const ProblemSpec first = staged_problem("first", 40, 10), second = staged_problem("second", 30, 8);
-    const ProblemData first_data(first), second_data(second);
-    msda::Options always, never;
-    always.relayout = Relayout::always;
-    never.relayout = Relayout::never;
-    LibraryTensors first_expected(first_data), second_expected(second_data);
-    ASSERT_NO_THROW(run_planned(first_expected, never));
-    ASSERT_NO_THROW(run_planned(second_expected, never));
+    const StagedPair pair(first, second);
+    const msda::Options &always = pair.always;
 
     constexpr int kCalls = 12;
     std::vector<LibraryTensors> first_results, second_results;
     first_results.reserve(kCalls);
     second_results.reserve(kCalls);
     for (int call = 0; call < kCalls; call++) {
-        first_results.emplace_back(first_data);
-        second_results.emplace_back(second_data);
+        first_results.emplace_back(pair.first);
+        second_results.emplace_back(pair.second);
     }
     const auto run = [&](std::vector<LibraryTensors> *results) {
         for (LibraryTensors &tensors : *results) {
@@ -335,8 +346,8 @@ TEST(Relayout, ConcurrentOneShotCallsGetTheirOwnWorkspace) {
     std::thread other([&] { EXPECT_NO_THROW(run(&second_results)); });
     EXPECT_NO_THROW(run(&first_results));
     other.join();
-    for (const LibraryTensors &tensors : first_results) expect_same_bits(tensors, first_expected);
-    for (const LibraryTensors &tensors : second_results) expect_same_bits(tensors, second_expected);
+    for (const LibraryTensors &tensors : first_results) expect_same_bits(tensors, pair.first_expected);
+    for (const LibraryTensors &tensors : second_results) expect_same_bits(tensors, pair.second_expected);
     // The larger of the two problems' workspaces is what stays.
     EXPECT_EQ(msda::cached_workspace_bytes(), std::max(staged_bytes(first, true), staged_bytes(second, true)));
     msda::release_cached_workspace();
