@@ -63,13 +63,10 @@ void Plan::backward(const BackwardArgs &args, void *workspace, std::size_t works
 // A call finding it lent out (another thread's call) allocates its own.
 namespace {
 
-struct FreeWorkspace {
-    void operator()(std::byte *memory) const { ::operator delete[](memory, std::align_val_t{64}); }
-};
-
-// 64-byte aligned memory, like the regions in it.
+// Any alignment: the calls place their regions on the block's first 64-byte
+// boundary themselves (Plan::workspace_size() counts the slack).
 struct Block {
-    std::unique_ptr<std::byte[], FreeWorkspace> memory;
+    std::unique_ptr<std::byte[]> memory;
     std::size_t bytes = 0;
 };
 
@@ -85,7 +82,7 @@ public:
         }
         if (block.bytes >= bytes) return block;
         block = {};  // too small (or none): freed before the new one is allocated
-        block.memory.reset(new (std::align_val_t{64}, std::nothrow) std::byte[bytes]);
+        block.memory.reset(new (std::nothrow) std::byte[bytes]);
         if (!block.memory) {
             detail::fail("workspace", "could not allocate the " + std::to_string(bytes) +
                                           " bytes of scratch memory the call needs");

@@ -347,7 +347,8 @@ Workspace workspace_layout(const ProblemSize &size, const Options &options) {
     const std::size_t elements = static_cast<std::size_t>(size.batch * size.value_length * size.heads * size.channels);
     Workspace workspace;
     const bool staged = stages_value(size, options);
-    if (staged) workspace.value_copy = (elements * dtype_size(size.dtype) + 63) / 64 * 64;
+    constexpr std::size_t kAlignment = Workspace::kAlignment;
+    if (staged) workspace.value_copy = (elements * dtype_size(size.dtype) + kAlignment - 1) / kAlignment * kAlignment;
     if (options.grad_value && (size.dtype != DType::f32 || staged)) workspace.sums = elements * sizeof(float);
     return workspace;
 }
