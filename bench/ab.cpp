@@ -36,6 +36,12 @@ struct Library {
     msda_options (*default_options)() = nullptr;
     void (*set_num_threads)(int) = nullptr;
     const char *(*last_error)() = nullptr;
+    msda_tensor (*contiguous_tensor)(void *, msda_dtype, int, const std::int64_t *) = nullptr;
+
+    // A row-major tensor description (msda_contiguous).
+    msda_tensor contiguous(void *data, msda_dtype dtype, const std::vector<std::int64_t> &shape) const {
+        return contiguous_tensor(data, dtype, static_cast<int>(shape.size()), shape.data());
+    }
 };
 
 template <typename Function>
@@ -58,21 +64,8 @@ Library load(const std::string &path) {
     resolve(handle, path, "msda_default_options", library.default_options);
     resolve(handle, path, "msda_set_num_threads", library.set_num_threads);
     resolve(handle, path, "msda_last_error", library.last_error);
+    resolve(handle, path, "msda_contiguous", library.contiguous_tensor);
     return library;
-}
-
-msda_tensor contiguous(void *data, msda_dtype dtype, const std::vector<std::int64_t> &shape) {
-    msda_tensor tensor{};
-    tensor.data = data;
-    tensor.dtype = dtype;
-    tensor.rank = static_cast<int>(shape.size());
-    std::int64_t stride = 1;
-    for (int d = tensor.rank - 1; d >= 0; d--) {
-        tensor.shape[d] = shape[d];
-        tensor.strides[d] = stride;
-        stride *= shape[d];
-    }
-    return tensor;
 }
 
 // One build's results, 64-byte aligned like the bench's tensors.
@@ -167,18 +160,19 @@ int run(const Options &options) {
     Problem problem = make_problem(shape, options.distribution == "uniform" ? Distribution::uniform
                                                                            : Distribution::local);
     const Library libraries[2] = {load(options.library_a), load(options.library_b)};
+    const Library &describe = libraries[0];  // builds the tensor descriptions both are given
 
     const std::int64_t levels = static_cast<std::int64_t>(shape.levels.size());
     const std::vector<std::int64_t> value_shape = {shape.batch, shape.value_length(), shape.heads, shape.channels};
     const std::vector<std::int64_t> per_query = {shape.batch, shape.queries, shape.heads * shape.channels};
     const std::vector<std::int64_t> locations_shape = {shape.batch, shape.queries, shape.heads, levels, shape.points, 2};
     const std::vector<std::int64_t> weights_shape = {shape.batch, shape.queries, shape.heads, levels, shape.points};
-    const msda_tensor value = contiguous(problem.value.data(), MSDA_F32, value_shape);
-    const msda_tensor spatial_shapes = contiguous(problem.spatial_shapes.data(), MSDA_I32, {levels, 2});
-    const msda_tensor level_start_index = contiguous(problem.level_start_index.data(), MSDA_I32, {levels});
-    const msda_tensor locations = contiguous(problem.sampling_locations.data(), MSDA_F32, locations_shape);
-    const msda_tensor weights = contiguous(problem.attention_weights.data(), MSDA_F32, weights_shape);
-    const msda_tensor grad_output = contiguous(problem.grad_output.data(), MSDA_F32, per_query);
+    const msda_tensor value = describe.contiguous(problem.value.data(), MSDA_F32, value_shape);
+    const msda_tensor spatial_shapes = describe.contiguous(problem.spatial_shapes.data(), MSDA_I32, {levels, 2});
+    const msda_tensor level_start_index = describe.contiguous(problem.level_start_index.data(), MSDA_I32, {levels});
+    const msda_tensor locations = describe.contiguous(problem.sampling_locations.data(), MSDA_F32, locations_shape);
+    const msda_tensor weights = describe.contiguous(problem.attention_weights.data(), MSDA_F32, weights_shape);
+    const msda_tensor grad_output = describe.contiguous(problem.grad_output.data(), MSDA_F32, per_query);
 
     Results results[2];
     for (Results &r : results) {
@@ -199,13 +193,13 @@ int run(const Options &options) {
         msda_status status;
         if (options.op == "forward") {
             const msda_forward_args args{value, spatial_shapes, level_start_index, locations, weights,
-                                         contiguous(r.output.data(), MSDA_F32, per_query)};
+                                         library.contiguous(r.output.data(), MSDA_F32, per_query)};
             status = library.forward(&args, &msda);
         } else {
             const msda_backward_args args{value, spatial_shapes, level_start_index, locations, weights, grad_output,
-                                          contiguous(r.grad_value.data(), MSDA_F32, value_shape),
-                                          contiguous(r.grad_locations.data(), MSDA_F32, locations_shape),
-                                          contiguous(r.grad_attention.data(), MSDA_F32, weights_shape)};
+                                          library.contiguous(r.grad_value.data(), MSDA_F32, value_shape),
+                                          library.contiguous(r.grad_locations.data(), MSDA_F32, locations_shape),
+                                          library.contiguous(r.grad_attention.data(), MSDA_F32, weights_shape)};
             status = library.backward(&args, &msda);
         }
         const auto end = std::chrono::steady_clock::now();

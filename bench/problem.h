@@ -18,10 +18,6 @@ struct Level {
     std::int64_t height = 0, width = 0;
 };
 
-// The operator a shape is measured with: MSDA (bilinear samples at
-// normalized locations) or GKA (geometric kernel attention: one value row a
-// sample at absolute pixel coordinates, floor rounding, no location
-// gradient).
 // 64-byte aligned storage for the bench's tensors, as the frameworks msda
 // serves allocate theirs (PyTorch's CPU allocator aligns to 64 bytes). A
 // std::vector's own data is 16-byte aligned: rows of a head (128 bytes for
@@ -47,6 +43,10 @@ template <typename T>
 using AlignedVector = std::vector<T, CacheAligned<T>>;
 using Floats = AlignedVector<float>;
 
+// The operator a shape is measured with: MSDA (bilinear samples at
+// normalized locations) or GKA (geometric kernel attention: one value row a
+// sample at absolute pixel coordinates, floor rounding, no location
+// gradient).
 enum class Attention { msda, gka };
 
 struct Shape {

@@ -368,10 +368,6 @@ void stage_value(CommonInputs &in, const ProblemSize &size, const Workspace &lay
     in.value = copy;
 }
 
-}  // namespace
-
-namespace {
-
 // The workspace's first 64-byte boundary (see Workspace).
 void *aligned_workspace(void *workspace) {
     const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(workspace);
