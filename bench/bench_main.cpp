@@ -26,6 +26,11 @@
 //                        msda::Options::relayout of every msda plan (default
 //                        automatic): whether value is copied head-major into
 //                        the workspace first; never keeps value as given
+//   --forward-order automatic|by_level|by_query
+//                        msda::Options::forward_order of every msda plan
+//                        (default automatic); each msda row that runs the
+//                        forward records the order taken in its
+//                        forward_by_query counter (1 or 0)
 //   --one-shot           time msda's one-shot calls (msda::forward and
 //                        msda::backward, their workspace from msda's cache)
 //                        instead of a Plan with the bench's own workspace
@@ -63,6 +68,7 @@ struct Settings {
     std::set<std::string> peers = {"grid_sample", "cuda_port", "gka_torch"};
     std::set<std::string> dtypes = {"f32", "f16", "bf16"};
     msda::Relayout relayout = msda::Relayout::automatic;
+    msda::ForwardOrder forward_order = msda::ForwardOrder::automatic;
     bool one_shot = false;
     bool check_only = false;
 };
@@ -79,6 +85,14 @@ const char *dtype_id(msda::DType dtype) {
     case msda::DType::f16: return "f16";
     case msda::DType::bf16: return "bf16";
     default: return "f32";
+    }
+}
+
+const char *forward_order_name(msda::ForwardOrder order) {
+    switch (order) {
+    case msda::ForwardOrder::by_level: return "by_level";
+    case msda::ForwardOrder::by_query: return "by_query";
+    default: return "automatic";
     }
 }
 
@@ -181,6 +195,18 @@ Settings parse_settings(int &argc, char **argv) {
                              v->c_str());
                 std::exit(2);
             }
+        } else if (auto v = value("--forward-order")) {
+            if (*v == "automatic") {
+                settings.forward_order = msda::ForwardOrder::automatic;
+            } else if (*v == "by_level") {
+                settings.forward_order = msda::ForwardOrder::by_level;
+            } else if (*v == "by_query") {
+                settings.forward_order = msda::ForwardOrder::by_query;
+            } else {
+                std::fprintf(stderr, "msda_bench: --forward-order takes automatic, by_level or by_query, not %s\n",
+                             v->c_str());
+                std::exit(2);
+            }
         } else if (arg == "--one-shot") {
             settings.one_shot = true;
         } else if (arg == "--check-only") {
@@ -218,11 +244,12 @@ Floats to_float(const AlignedVector<std::uint16_t> &half, msda::DType dtype) {
 // operator (Options::op = gka) with `rounding`; the backward gives no
 // location gradient (its view absent, as GKA requires), and the results
 // leave grad_sampling_locations empty. The plan's Options::relayout is
-// `relayout` (--relayout). With use_one_shot_calls() (--one-shot) the runner
+// `relayout` (--relayout), its Options::forward_order `forward_order`
+// (--forward-order). With use_one_shot_calls() (--one-shot) the runner
 // calls msda::forward and msda::backward with the same Options instead.
 class MsdaRunner {
 public:
-    MsdaRunner(const Problem &problem, msda::Relayout relayout, msda::DType dtype = msda::DType::f32,
+    MsdaRunner(const Problem &problem, const Settings &settings, msda::DType dtype = msda::DType::f32,
                msda::Rounding rounding = msda::Rounding::floor)
         : dtype_(dtype) {
         using msda::DType;
@@ -280,7 +307,8 @@ public:
                                                   {s.batch, s.queries, s.heads, levels, s.points, 2}),
                      per_sample(grad_attention)};
         msda::Options options;
-        options.relayout = relayout;
+        options.relayout = settings.relayout;
+        options.forward_order = settings.forward_order;
         if (gka) {
             options.op = msda::Operator::gka;
             options.rounding = rounding;
@@ -290,6 +318,10 @@ public:
         workspace_.resize(plan_->workspace_size());
     }
     void use_one_shot_calls() { one_shot_ = true; }
+    // Whether the forward walks its samples query by query.
+    bool forward_by_query() const {
+        return msda::forward_order(forward_, options_) == msda::ForwardOrder::by_query;
+    }
     void forward() {
         if (one_shot_) return msda::forward(forward_, options_);
         plan_->forward(forward_, workspace_.data(), workspace_.size());
@@ -388,7 +420,7 @@ bool check_agreement(const Shape &shape, Distribution distribution, const Settin
     const bool gka = shape.attention == Attention::gka;
     Problem problem = make_problem(shape, distribution, 7);
     if (gka && edge_cases) add_gka_edge_cases(problem);
-    MsdaRunner msda_runner(problem, settings.relayout, msda::DType::f32, rounding);
+    MsdaRunner msda_runner(problem, settings, msda::DType::f32, rounding);
     msda_runner.forward();
     msda_runner.backward();
     const Results expected = msda_runner.results();
@@ -425,14 +457,14 @@ double half_tolerance(msda::DType dtype) { return dtype == msda::DType::bf16 ? 2
 
 bool check_half_agreement(const Shape &shape, Distribution distribution, const Settings &settings) {
     const Problem problem = make_problem(shape, distribution, 7);
-    MsdaRunner f32_runner(problem, settings.relayout);
+    MsdaRunner f32_runner(problem, settings);
     f32_runner.forward();
     f32_runner.backward();
     const Results expected = f32_runner.results();
     bool agreed = true;
     for (msda::DType dtype : kDTypes) {
         if (dtype == msda::DType::f32 || !settings.dtypes.count(dtype_id(dtype))) continue;
-        MsdaRunner runner(problem, settings.relayout, dtype);
+        MsdaRunner runner(problem, settings, dtype);
         runner.forward();
         runner.backward();
         const Results got = runner.results();
@@ -545,13 +577,14 @@ void run_msda(benchmark::State &state, const Shape &shape, Distribution distribu
               msda::DType dtype) {
     const Problem &problem = context->problems.get(shape, distribution);
     msda::set_num_threads(context->settings.threads);
-    MsdaRunner runner(problem, context->settings.relayout, dtype);
+    MsdaRunner runner(problem, context->settings, dtype);
     if (context->settings.one_shot) runner.use_one_shot_calls();
     const double seconds = timed_loop(state, nullptr, [&] {
         if (op != Operator::backward) runner.forward();
         if (op != Operator::forward) runner.backward();
     });
     set_counters(state, shape, distribution, op, msda_name(dtype), seconds, dtype);
+    if (op != Operator::backward) state.counters["forward_by_query"] = runner.forward_by_query() ? 1 : 0;
 }
 
 void run_peer(benchmark::State &state, const Shape &shape, Distribution distribution, Operator op,
@@ -630,6 +663,7 @@ void add_machine_context(const FloorModel &floor, const Settings &settings) {
     };
     benchmark::AddCustomContext("threads", std::to_string(threads));
     benchmark::AddCustomContext("relayout", relayout_name(settings.relayout));
+    benchmark::AddCustomContext("forward_order", forward_order_name(settings.forward_order));
     benchmark::AddCustomContext("msda_calls", settings.one_shot ? "one-shot" : "plan");
     benchmark::AddCustomContext("probe_fma_gflops", text(r.fma_flops_per_s / 1e9));
     benchmark::AddCustomContext("probe_l1_GBps", text(r.l1_bytes_per_s / 1e9));

@@ -62,6 +62,15 @@ public:
     GeneratorParam<int> channels{"channels", 0};
     GeneratorParam<int> query_tile{"query_tile", 16};
     GeneratorParam<int> vector_width{"vector_width", 0};
+    // A compile-time N_l and N_p (both, or neither: 0). The forward then walks
+    // the samples query by query, all of a query's levels and points as one
+    // vector (schedules::Tunables), which needs the (l, p) dimensions of
+    // sampling_locations and attention_weights in their canonical, dense
+    // order: strides (2, 2 N_p) for the location planes, (1, N_p) for the
+    // weights. The runtime picks such a variant only for tensors that have
+    // them (Options::forward_order).
+    GeneratorParam<int> levels{"levels", 0};
+    GeneratorParam<int> points{"points", 0};
     // Storage types: value, attention_weights, output, grad_output and their
     // gradients share `storage`; sampling_locations and its gradient have
     // `locations` (float32, or the storage type). Arithmetic is float32
@@ -97,6 +106,17 @@ protected:
         allow_any_strides(locations_y, 5);
         allow_any_strides(attention_weights, 5);
         if (channels > 0) value.dim(0).set_bounds(0, (int)channels);
+        if ((levels > 0) != (points > 0) || levels < 0 || points < 0) {
+            throw std::invalid_argument("msda generators: levels and points are both compile-time (> 0) or both 0");
+        }
+        if (points > 0) {
+            for (Input<Buffer<void, 5>> *plane : {&locations_x, &locations_y}) {
+                plane->dim(0).set_bounds(0, (int)points).set_stride(2);
+                plane->dim(1).set_bounds(0, (int)levels).set_stride(2 * (int)points);
+            }
+            attention_weights.dim(0).set_bounds(0, (int)points).set_stride(1);
+            attention_weights.dim(1).set_bounds(0, (int)levels).set_stride((int)points);
+        }
 
         // Estimates: the Deformable DETR encoder layer of the demo.
         value.set_estimates({{0, 32}, {0, 8}, {0, 22223}, {0, 2}});
@@ -115,8 +135,8 @@ protected:
         in.locations_y = widened(locations_y, "locations_y");
         in.attention_weights = widened(attention_weights, "attention_weights");
         in.rows = value.dim(2).extent();
-        in.points = attention_weights.dim(0).extent();
-        in.levels = attention_weights.dim(1).extent();
+        in.points = points > 0 ? Expr((int)points) : attention_weights.dim(0).extent();
+        in.levels = levels > 0 ? Expr((int)levels) : attention_weights.dim(1).extent();
         in.queries = attention_weights.dim(3).extent();
         in.channels = channels > 0 ? Expr((int)channels) : value.dim(0).extent();
         in.align_corners = align_corners;
@@ -133,6 +153,8 @@ protected:
         t.channels = channels;
         t.query_tile = query_tile;
         t.vector_width = vector_width;
+        t.levels = levels;
+        t.points = points;
         return t;
     }
 };
@@ -180,6 +202,9 @@ public:
     void configure() {
         configure_inputs();
         grad_output.set_type(storage);
+        if (levels > 0 || points > 0) {
+            throw std::invalid_argument("msda_backward: compile-time levels and points are for the forward only");
+        }
         if (op == Operator::gka && part != BackwardPart::value && part != BackwardPart::attention_weights) {
             throw std::invalid_argument("msda_backward: GKA has gradients for value and attention_weights only");
         }

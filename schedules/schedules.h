@@ -13,6 +13,11 @@ struct Tunables {
     int channels = 0;       // compile-time C_h, or 0 for any C_h
     int query_tile = 16;    // queries per parallel task / per geometry batch
     int vector_width = 0;   // floats per vector, 0 = the target's natural width
+    // Compile-time N_l and N_p (0: run-time). The forward then walks the
+    // samples query by query, all heads of a query in turn, each head's
+    // N_l * N_p samples as one vector; otherwise head by head, level by
+    // level over runs of queries.
+    int levels = 0, points = 0;
 };
 
 void schedule_forward(const Halide::Target &target, ForwardPipeline &pipeline,

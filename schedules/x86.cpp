@@ -85,7 +85,60 @@ Expr queries_per_task(const MsdaVars &v, int tile) {
     return max(1, (v.queries + 16 * tile - 1) / (16 * tile)) * tile;
 }
 
+namespace {
+
+// The forward with compile-time N_l and N_p: one task per run of queries of
+// one batch element; inside it, query by query, and for each query head by
+// head, so the locations and weights are read as they lie in memory (a
+// query's whole row), output is written row by row, and value is read in
+// its own layout (no head-major copy: a query's heads sample the same
+// neighbourhood, whose rows hold every head). A (query, head)'s N_l * N_p
+// samples are one vector through the geometry and the corner table; their
+// sums over channels stay in registers until output is written.
+void schedule_forward_by_query(const Target &target, ForwardPipeline &f, const Tunables &tunables) {
+    const MsdaVars &v = f.vars;
+    const int width = vector_width(target, tunables);
+    Var chunk("chunk"), query("query"), task("task");
+    if (tunables.channels > 0) f.output.bound(v.c, 0, tunables.channels);
+    f.output.split(v.q, chunk, query, queries_per_task(v, tunables.query_tile), TailStrategy::GuardWithIf)
+        .reorder(v.c, v.h, query, chunk, v.b)
+        .fuse(chunk, v.b, task)
+        .parallel(task);
+    vectorize_channels(f.output, v.c, width, tunables.channels);
+
+    const LoopLevel head(f.output, v.h), per_task(f.output, task);
+    f.accumulated.compute_at(head);
+    vectorize_channels(f.accumulated, v.c, width, tunables.channels);
+    Stage accumulate = f.accumulated.update();
+    accumulate.reorder(v.c, f.sum_over.x, f.sum_over.y).unroll(f.sum_over.x);
+    vectorize_channels(accumulate, v.c, width, tunables.channels);
+    if (tunables.channels > 0 && tunables.channels % width == 0) {
+        f.accumulated.unroll(v.c);
+        accumulate.unroll(v.c);
+    }
+
+    // The geometry's stages and the corner table of one (query, head): each
+    // field one vector over (p, l), dense as the inputs lie.
+    for (Func stage : f.geometry_stages) {
+        stage.compute_at(head).hoist_storage(per_task).vectorize(v.p).vectorize(v.l);
+    }
+    f.corners.compute_at(head)
+        .hoist_storage(per_task)
+        .bound(f.field, 0, f.layout.fields)
+        .reorder_storage(v.p, v.l, f.field, v.h, v.q, v.b)
+        .reorder(v.p, v.l, f.field, v.h, v.q, v.b)
+        .vectorize(v.p)
+        .vectorize(v.l)
+        .unroll(f.field);
+}
+
+}  // namespace
+
 void schedule_forward(const Target &target, ForwardPipeline &f, const Tunables &tunables) {
+    if (tunables.points > 0) {
+        schedule_forward_by_query(target, f, tunables);
+        return;
+    }
     const MsdaVars &v = f.vars;
     const int width = vector_width(target, tunables);
     const int tile = tunables.query_tile;

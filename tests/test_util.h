@@ -84,7 +84,8 @@ inline std::vector<float> stored(std::vector<float> values, msda::DType dtype) {
 // is half precision). The view's dimension i is canonical dimension
 // order[i]; memory is allocated in the view's row-major order, so `order` is
 // the layout. With padding > 0 every stride but the innermost grows by that
-// many elements, leaving gaps no call may touch; innermost_stride > 1 spreads
+// many elements (every stride outside the innermost `dense_dimensions`),
+// leaving gaps no call may touch; innermost_stride > 1 spreads
 // the innermost dimension too (allowed for the per-sample tensors, whose
 // innermost dimension is not a channel dimension). Guard bands of the same
 // sentinel surround the view, so any write outside it shows.
@@ -94,7 +95,8 @@ public:
     StridedTensor() = default;
 
     StridedTensor(std::vector<std::int64_t> canonical_shape, std::vector<int> order, std::int64_t padding = 0,
-                  std::int64_t innermost_stride = 1, float fill = kSentinel, msda::DType dtype = msda::DType::f32)
+                  std::int64_t innermost_stride = 1, float fill = kSentinel, msda::DType dtype = msda::DType::f32,
+                  int dense_dimensions = 1)
         : canonical_shape_(std::move(canonical_shape)), order_(std::move(order)), dtype_(dtype) {
         const int rank = static_cast<int>(canonical_shape_.size());
         if (order_.empty()) {
@@ -107,7 +109,7 @@ public:
         std::int64_t stride = innermost_stride;
         for (int i = rank - 1; i >= 0; i--) {
             view_strides_[i] = stride;
-            stride = stride * view_shape_[i] + (i > 0 ? padding : 0);
+            stride = stride * view_shape_[i] + (i > 0 && i <= rank - dense_dimensions ? padding : 0);
         }
         numel_ = 1;
         for (std::int64_t extent : canonical_shape_) numel_ *= extent;
@@ -323,6 +325,10 @@ struct ProblemSpec {
     // Innermost stride of sampling_locations, attention_weights and their
     // gradients (value, output and their gradients keep channels dense).
     std::int64_t per_sample_innermost_stride = 1;
+    // Padding leaves the (N_l, N_p, 2) and (N_l, N_p) blocks of the
+    // per-sample tensors dense, padding only their (B, N_q, N_h) strides (as
+    // the by-query forward needs; BQHLP2 locations).
+    bool dense_sample_blocks = false;
     msda::DType shapes_dtype = msda::DType::i32;
     msda::DType start_dtype = msda::DType::i32;
     // Storage: value, attention_weights, grad_output, output and their
@@ -354,6 +360,7 @@ struct ProblemSpec {
             << " padding_mode=" << (options.padding_mode == msda::PaddingMode::zeros ? "zeros" : "border")
             << " sampled=" << locations_name(locations) << " stride_padding=" << padding
             << " per_sample_innermost_stride=" << per_sample_innermost_stride
+            << (dense_sample_blocks ? " dense_sample_blocks" : "")
             << " spatial_shapes=" << msda::dtype_name(shapes_dtype)
             << " level_start_index=" << msda::dtype_name(start_dtype) << " dtype=" << msda::dtype_name(dtype)
             << " locations_dtype=" << msda::dtype_name(locations_dtype) << " seed=" << seed;
@@ -525,10 +532,11 @@ struct LibraryTensors {
         const msda::DType dtype = s.dtype, locations_dtype = s.locations_dtype;
         value = StridedTensor({s.batch, s.value_length(), s.heads, s.channels}, value_layout, pad, 1, kPoison,
                               dtype);
+        const int location_block = s.dense_sample_blocks ? 3 : 1, weight_block = s.dense_sample_blocks ? 2 : 1;
         sampling_locations = StridedTensor({s.batch, s.queries, s.heads, n_l, s.points, 2}, locations_layout,
-                                           pad, inner, kPoison, locations_dtype);
-        attention_weights =
-            StridedTensor({s.batch, s.queries, s.heads, n_l, s.points}, {}, pad, inner, kPoison, dtype);
+                                           pad, inner, kPoison, locations_dtype, location_block);
+        attention_weights = StridedTensor({s.batch, s.queries, s.heads, n_l, s.points}, {}, pad, inner, kPoison,
+                                          dtype, weight_block);
         output = StridedTensor({s.batch, s.queries, s.heads * s.channels}, {}, pad, 1, kSentinel, dtype);
         grad_output =
             StridedTensor({s.batch, s.queries, s.heads * s.channels}, {}, pad, 1, kPoison, dtype);

@@ -18,6 +18,13 @@ ProblemSize ProblemSize::of(const BackwardArgs &args, const Options &options) {
     return detail::check_backward(args, options, detail::Outputs::if_present).size;
 }
 
+ForwardOrder forward_order(const ForwardArgs &args, const Options &options) {
+    const detail::CheckedCall call = detail::check_forward(args, options, detail::Outputs::if_present);
+    return detail::walks_by_query(detail::select_kernels(call.size, options), args, options, call)
+               ? ForwardOrder::by_query
+               : ForwardOrder::by_level;
+}
+
 Plan::Plan(const ProblemSize &size, const Options &options) : size_(size), options_(options) {
     detail::check_plan(size, options);
     // Fails now, not at the first call, if this build lacks a needed variant.

@@ -118,6 +118,8 @@ msda::Options to_options(const msda_options &options) {
     result.grad_sampling_locations = options.grad_sampling_locations != 0;
     result.grad_attention_weights = options.grad_attention_weights != 0;
     result.relayout = to_enum<msda::Relayout>(options.relayout, MSDA_RELAYOUT_NEVER, "relayout");
+    result.forward_order =
+        to_enum<msda::ForwardOrder>(options.forward_order, MSDA_FORWARD_ORDER_BY_QUERY, "forward_order");
     return result;
 }
 
@@ -180,6 +182,7 @@ msda_options msda_default_options(void) {
     options.grad_value = defaults.grad_value ? 1 : 0;
     options.grad_sampling_locations = defaults.grad_sampling_locations ? 1 : 0;
     options.relayout = static_cast<msda_relayout>(defaults.relayout);
+    options.forward_order = static_cast<msda_forward_order>(defaults.forward_order);
     options.grad_attention_weights = defaults.grad_attention_weights ? 1 : 0;
     return options;
 }

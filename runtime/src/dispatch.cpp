@@ -2,6 +2,8 @@
 
 #include <HalideRuntime.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -16,8 +18,9 @@ namespace msda::detail {
 namespace {
 
 const Variant kVariants[] = {
-#define MSDA_VARIANT(name, kind, channels, dtype, locations, op) \
-    {Kind::kind, channels, DType::dtype, DType::locations, Operator::op, reinterpret_cast<GeneratedFunction>(&name)},
+#define MSDA_VARIANT(name, kind, channels, dtype, locations, op, levels, points)         \
+    {Kind::kind, channels, DType::dtype, DType::locations, Operator::op, levels, points, \
+     reinterpret_cast<GeneratedFunction>(&name)},
     MSDA_FOR_EACH_VARIANT(MSDA_VARIANT)
 #undef MSDA_VARIANT
 };
@@ -294,7 +297,7 @@ const Variant &select_variant(Kind kind, const ProblemSize &size, Operator op) {
     const Variant *generic = nullptr;
     for (const Variant &variant : kVariants) {
         if (variant.kind != kind || variant.op != op || variant.dtype != size.dtype ||
-            variant.locations_dtype != size.locations_dtype) {
+            variant.locations_dtype != size.locations_dtype || variant.points != 0) {
             continue;
         }
         if (variant.channels == size.channels) return variant;
@@ -314,6 +317,13 @@ Kernels select_kernels(const ProblemSize &size, const Options &options) {
     // GKA has no location gradient (validation requires its view absent).
     const bool locations = options.grad_sampling_locations && op == Operator::msda;
     kernels.forward = &select_variant(Kind::forward, size, op);
+    for (const Variant &variant : kVariants) {
+        if (variant.kind == Kind::forward && variant.op == op && variant.dtype == size.dtype &&
+            variant.locations_dtype == size.locations_dtype && variant.channels == size.channels &&
+            variant.levels == size.levels && variant.points == size.points && variant.points != 0) {
+            kernels.forward_by_query = &variant;
+        }
+    }
     if (options.grad_value) kernels.grad_value = &select_variant(Kind::grad_value, size, op);
     if (options.grad_attention_weights && locations) {
         kernels.grad_sample = &select_variant(Kind::grad_sample, size, op);
@@ -375,26 +385,95 @@ void *aligned_workspace(void *workspace) {
     return workspace == nullptr ? nullptr : static_cast<char *>(workspace) + skip;
 }
 
-}  // namespace
+// Whether the (l, p) dimensions of sampling_locations and attention_weights
+// lie as a by-query forward requires (msda_generators.cpp): BQHLP2
+// locations with x and y interleaved, each (N_l, N_p) block dense.
+bool dense_samples(const ForwardArgs &args, const ProblemSize &size, const Options &options) {
+    const TensorView &locations = args.sampling_locations, &weights = args.attention_weights;
+    return options.locations_layout == LocationsLayout::BQHLP2 && locations.strides[4] == 2 &&
+           locations.strides[3] == 2 * size.points && weights.strides[4] == 1 &&
+           weights.strides[3] == size.points;
+}
 
-void run_forward(const Kernels &kernels, const ForwardArgs &args, const Options &options,
-                 const CheckedCall &checked, void *workspace) {
-    workspace = aligned_workspace(workspace);
+// The automatic order's probe: whether most of up to kProbes queries, spread
+// evenly over the call's (batch, query) pairs, have all their level-0 samples
+// (every head and point) within kNeighbourhood pixels of each other along
+// each axis. A query with a non-finite level-0 location does not count as
+// clustered. Reads float32 BQHLP2 locations (dense_samples holds).
+bool queries_sample_neighbourhoods(const TensorView &locations, const ProblemSize &size,
+                                   const LevelTable &levels) {
+    constexpr std::int64_t kProbes = 32;
+    constexpr double kNeighbourhood = 16.0;
+    const double height = levels.shapes[0], width = levels.shapes[1];
+    const float *data = static_cast<const float *>(locations.data);
+    const std::int64_t pairs = size.batch * size.queries;
+    const std::int64_t probes = std::min(kProbes, pairs);
+    std::int64_t clustered = 0;
+    for (std::int64_t i = 0; i < probes; i++) {
+        const std::int64_t pair = i * pairs / probes;
+        const std::int64_t b = pair / size.queries, q = pair % size.queries;
+        double min_x = 0, max_x = 0, min_y = 0, max_y = 0;
+        bool finite = true;
+        for (std::int64_t h = 0; h < size.heads && finite; h++) {
+            for (std::int64_t p = 0; p < size.points; p++) {
+                const float *xy = data + b * locations.strides[0] + q * locations.strides[1] +
+                                  h * locations.strides[2] + p * locations.strides[4];
+                const double x = xy[0] * width, y = xy[locations.strides[5]] * height;
+                if (!std::isfinite(x) || !std::isfinite(y)) {
+                    finite = false;
+                    break;
+                }
+                const bool first = h == 0 && p == 0;
+                min_x = first ? x : std::min(min_x, x), max_x = first ? x : std::max(max_x, x);
+                min_y = first ? y : std::min(min_y, y), max_y = first ? y : std::max(max_y, y);
+            }
+        }
+        if (finite && max_x - min_x <= kNeighbourhood && max_y - min_y <= kNeighbourhood) clustered++;
+    }
+    return 2 * clustered > probes;
+}
+
+// One forward call in the order decided for the whole call.
+void forward_in_order(const Kernels &kernels, const ForwardArgs &args, const Options &options,
+                      const CheckedCall &checked, void *workspace, bool by_query) {
     const ProblemSize &size = checked.size;
-    if (size.batch == 0 || size.queries == 0) return;  // output is empty
     if (split_wide_batches(args, checked,
                            {&ForwardArgs::value, &ForwardArgs::sampling_locations,
                             &ForwardArgs::attention_weights, &ForwardArgs::output},
                            [&](const ForwardArgs &element, const CheckedCall &element_call) {
-                               run_forward(kernels, element, options, element_call, workspace);
+                               forward_in_order(kernels, element, options, element_call, workspace, by_query);
                            })) {
         return;
     }
     CommonInputs in(args.value, args.sampling_locations, args.attention_weights, checked.levels,
                     options);
-    stage_value(in, size, workspace_layout(size, options), workspace);
     HalideBuffer output = head_major_buffer(args.output, size.heads, size.channels);
+    if (by_query) {
+        // Reads value in the caller's layout (see schedule_forward_by_query).
+        call(*kernels.forward_by_query, in, output.get());
+        return;
+    }
+    stage_value(in, size, workspace_layout(size, options), workspace);
     call(*kernels.forward, in, output.get());
+}
+
+}  // namespace
+
+bool walks_by_query(const Kernels &kernels, const ForwardArgs &args, const Options &options,
+                    const CheckedCall &checked) {
+    if (kernels.forward_by_query == nullptr || options.forward_order == ForwardOrder::by_level ||
+        checked.size.batch == 0 || checked.size.queries == 0 || !dense_samples(args, checked.size, options)) {
+        return false;
+    }
+    return options.forward_order == ForwardOrder::by_query ||
+           queries_sample_neighbourhoods(args.sampling_locations, checked.size, checked.levels);
+}
+
+void run_forward(const Kernels &kernels, const ForwardArgs &args, const Options &options,
+                 const CheckedCall &checked, void *workspace) {
+    if (checked.size.batch == 0 || checked.size.queries == 0) return;  // output is empty
+    forward_in_order(kernels, args, options, checked, aligned_workspace(workspace),
+                     walks_by_query(kernels, args, options, checked));
 }
 
 void run_backward(const Kernels &kernels, const BackwardArgs &args, const Options &options,

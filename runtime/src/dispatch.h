@@ -18,6 +18,7 @@ struct Variant {
     DType dtype;            // storage of value, weights, outputs and gradients
     DType locations_dtype;  // storage of sampling_locations and its gradient
     Operator op;
+    int levels, points;  // compile-time N_l and N_p of a by-query forward, 0 for any
     GeneratedFunction function;
 };
 
@@ -28,6 +29,9 @@ const Variant &select_variant(Kind kind, const ProblemSize &size, Operator op);
 // The generated functions a plan runs.
 struct Kernels {
     const Variant *forward = nullptr;
+    // The forward walked query by query (Options::forward_order), when one
+    // was built for the plan's sizes; null otherwise.
+    const Variant *forward_by_query = nullptr;
     const Variant *grad_value = nullptr;
     const Variant *grad_sample = nullptr;  // the asked-for per-sample gradients
 };
@@ -51,6 +55,13 @@ struct Workspace {
 };
 Workspace workspace_layout(const ProblemSize &size, const Options &options);
 std::size_t workspace_bytes(const ProblemSize &size, const Options &options);
+
+// Whether a forward call walks its samples query by query
+// (Options::forward_order): a by-query variant serves the plan's sizes, the
+// call's (l, p) dimensions are dense, and by_query was asked for or the
+// automatic probe finds the queries' samples clustered.
+bool walks_by_query(const Kernels &kernels, const ForwardArgs &args, const Options &options,
+                    const CheckedCall &call);
 
 void run_forward(const Kernels &kernels, const ForwardArgs &args, const Options &options,
                  const CheckedCall &call, void *workspace);

@@ -49,6 +49,13 @@ typedef enum msda_relayout {
     MSDA_RELAYOUT_NEVER = 2
 } msda_relayout;
 
+/* See msda::ForwardOrder in msda.hpp. */
+typedef enum msda_forward_order {
+    MSDA_FORWARD_ORDER_AUTOMATIC = 0,
+    MSDA_FORWARD_ORDER_BY_LEVEL = 1,
+    MSDA_FORWARD_ORDER_BY_QUERY = 2
+} msda_forward_order;
+
 typedef struct msda_options {
     msda_operator op;
     msda_rounding rounding; /* GKA only */
@@ -60,6 +67,7 @@ typedef struct msda_options {
     int grad_sampling_locations;
     int grad_attention_weights;
     msda_relayout relayout;
+    msda_forward_order forward_order;
 } msda_options;
 
 typedef struct msda_forward_args {
