@@ -3,8 +3,8 @@
 // the double reference on every kind of sampling location and option flag,
 // agrees with the by-level walk on non-finite inputs value class for value
 // class, is deterministic across thread counts, and is chosen exactly where
-// msda.hpp says: where it exists for the tensors, and (automatic) where the
-// queries' samples cluster.
+// msda.hpp says: where it exists for the tensors, and (automatic) where
+// levels are large and the queries' samples cluster.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -147,6 +147,17 @@ ProblemSpec detr_like(std::int64_t queries = 64) {
     return spec;
 }
 
+// A problem whose largest level holds more than 1 MiB of one head's value
+// (96 x 96 x 32 float32: 1.1 MiB), where automatic may take by_query.
+ProblemSpec large_levels() {
+    ProblemSpec spec = detr_like();
+    spec.name = "large_levels";
+    spec.batch = 1;
+    spec.heads = 2;
+    spec.levels = {{96, 96}, {48, 48}, {24, 24}, {12, 12}};
+    return spec;
+}
+
 // Locations (canonical BQHLP2 order) where each query's samples lie within
 // `spread` pixels of a random centre at every level.
 std::vector<float> clustered_locations(const ProblemSpec &spec, double spread, std::uint64_t seed) {
@@ -174,7 +185,7 @@ std::vector<float> clustered_locations(const ProblemSpec &spec, double spread, s
 // the by_query bits; by_level for samples scattered over the levels (the
 // grid's `inside` kind), with the by_level bits.
 TEST(AutomaticForwardOrder, FollowsTheClusteringOfTheSamples) {
-    ProblemSpec spec = detr_like();
+    ProblemSpec spec = large_levels();
     const ProblemData data(spec);
     for (bool clustered : {true, false}) {
         SCOPED_TRACE(clustered ? "clustered" : "scattered");
@@ -194,7 +205,7 @@ TEST(AutomaticForwardOrder, FollowsTheClusteringOfTheSamples) {
 
 // The probe's threshold: 16 pixels along each axis at level 0.
 TEST(AutomaticForwardOrder, ClustersAreSixteenPixelsWide) {
-    ProblemSpec spec = detr_like();
+    ProblemSpec spec = large_levels();
     const ProblemData data(spec);
     LibraryTensors tensors(data);
     tensors.sampling_locations.set_canonical(clustered_locations(spec, 15.0, 12));
@@ -207,7 +218,7 @@ TEST(AutomaticForwardOrder, ClustersAreSixteenPixelsWide) {
 // queries in four holding a NaN or an Inf there (the probed ones among
 // them), automatic is by_level.
 TEST(AutomaticForwardOrder, NonFiniteLocationsAreNotClustered) {
-    ProblemSpec spec = detr_like();
+    ProblemSpec spec = large_levels();
     const ProblemData data(spec);
     std::vector<float> locations = clustered_locations(spec, 4.0, 13);
     const std::size_t per_query = 2 * spec.heads * spec.levels.size() * spec.points;
@@ -217,6 +228,23 @@ TEST(AutomaticForwardOrder, NonFiniteLocationsAreNotClustered) {
     LibraryTensors tensors(data);
     tensors.sampling_locations.set_canonical(locations);
     EXPECT_EQ(msda::forward_order(tensors.forward_args()), ForwardOrder::by_level);
+}
+
+// Clustered samples on levels of at most 1 MiB a head (DETR-like's 24 x 32
+// largest level: 96 KiB; 90 x 91 x 32 float32: 1023.75 KiB) stay by_level;
+// 91 x 91 (1035 KiB) is by_query.
+TEST(AutomaticForwardOrder, SmallLevelsStayByLevel) {
+    for (std::int64_t height : {0, 90, 91}) {
+        ProblemSpec spec = height == 0 ? detr_like() : large_levels();
+        if (height > 0) spec.levels[0] = {height, 91};
+        spec.queries = 16;
+        SCOPED_TRACE(spec.levels[0].height);
+        const ProblemData data(spec);
+        LibraryTensors tensors(data);
+        tensors.sampling_locations.set_canonical(clustered_locations(spec, 4.0, 14));
+        EXPECT_EQ(msda::forward_order(tensors.forward_args()),
+                  height == 91 ? ForwardOrder::by_query : ForwardOrder::by_level);
+    }
 }
 
 // by_query where no by-query variant serves the call, or the tensors do not

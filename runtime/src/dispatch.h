@@ -58,8 +58,9 @@ std::size_t workspace_bytes(const ProblemSize &size, const Options &options);
 
 // Whether a forward call walks its samples query by query
 // (Options::forward_order): a by-query variant serves the plan's sizes, the
-// call's (l, p) dimensions are dense, and by_query was asked for or the
-// automatic probe finds the queries' samples clustered.
+// call's (l, p) dimensions are dense, and by_query was asked for, or
+// (automatic) one head's largest level holds more than 1 MiB of value and
+// the probe finds the queries' samples clustered.
 bool walks_by_query(const Kernels &kernels, const ForwardArgs &args, const Options &options,
                     const CheckedCall &call);
 

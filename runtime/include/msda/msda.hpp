@@ -81,9 +81,12 @@ enum class Relayout : int { automatic = 0, always = 1, never = 2 };
 // (N_l, N_p) of (4, 4), (3, 4) or (4, 8), with sampling_locations in the
 // BQHLP2 layout and the (N_l, N_p, 2) and (N_l, N_p) inner dimensions of
 // sampling_locations and attention_weights dense; elsewhere the forward is
-// by_level whatever is asked. automatic: by_query where it exists and most
-// of up to 32 queries (spread over the call) have all their level-0 samples
-// within 16 pixels of each other along each axis; otherwise by_level. Both
+// by_level whatever is asked. automatic: by_query where it exists, one
+// head's largest level holds more than 1 MiB of value (H * W * C_h * 4
+// bytes; below that, by_level keeps each level of a head in a core's L2),
+// and most of up to 32 queries (spread over the call) have all their
+// level-0 samples within 16 pixels of each other along each axis; otherwise
+// by_level. Both
 // orders are deterministic and agree to float32 rounding (summed in the same
 // order, they may contract multiplies and adds differently); the backward is
 // the same either way.
