@@ -8,8 +8,8 @@
 // are apart (0 when they compute the same bits). See bench/README.md.
 //
 //   msda_ab LIB_A LIB_B [--shape M0] [--distribution local] [--op forward]
-//           [--forward-order automatic] [--rounds 10] [--threads 2] [--require-identical]
-// --forward-order sets Options::forward_order on both sides (a library
+//           [--sample-order automatic] [--rounds 10] [--threads 2] [--require-identical]
+// --sample-order sets Options::sample_order on both sides (a library
 // older than that option ignores it).
 #include <dlfcn.h>
 
@@ -78,7 +78,7 @@ struct Results {
 struct Options {
     std::string library_a, library_b;
     std::string shape = "M0", distribution = "local", op = "forward";
-    std::string forward_order = "automatic";
+    std::string sample_order = "automatic";
     int rounds = 10, threads = 2;
     bool require_identical = false;
 };
@@ -86,7 +86,7 @@ struct Options {
 [[noreturn]] void usage(const std::string &message) {
     std::fprintf(stderr,
                  "msda_ab: %s\nusage: msda_ab LIB_A LIB_B [--shape ID] [--distribution local|uniform] "
-                 "[--op forward|backward] [--forward-order automatic|by_level|by_query] [--rounds N] [--threads N] "
+                 "[--op forward|backward] [--sample-order automatic|by_level|by_query] [--rounds N] [--threads N] "
                  "[--require-identical]\n",
                  message.c_str());
     std::exit(2);
@@ -122,11 +122,11 @@ Options parse(int argc, char **argv) {
             if (options.op != "forward" && options.op != "backward") {
                 usage("--op expects forward or backward, got '" + options.op + "'");
             }
-        } else if (arg == "--forward-order") {
-            options.forward_order = next();
-            if (options.forward_order != "automatic" && options.forward_order != "by_level" &&
-                options.forward_order != "by_query") {
-                usage("--forward-order expects automatic, by_level or by_query, got '" + options.forward_order + "'");
+        } else if (arg == "--sample-order") {
+            options.sample_order = next();
+            if (options.sample_order != "automatic" && options.sample_order != "by_level" &&
+                options.sample_order != "by_query") {
+                usage("--sample-order expects automatic, by_level or by_query, got '" + options.sample_order + "'");
             }
         } else if (arg == "--rounds") {
             options.rounds = positive(arg, next());
@@ -201,9 +201,9 @@ int run(const Options &options) {
         msda_options msda = library.default_options();
         // Set whatever the library's defaults say: a build older than the
         // field does not write it (and ignores it).
-        msda.forward_order = options.forward_order == "by_level"   ? MSDA_FORWARD_ORDER_BY_LEVEL
-                             : options.forward_order == "by_query" ? MSDA_FORWARD_ORDER_BY_QUERY
-                                                                   : MSDA_FORWARD_ORDER_AUTOMATIC;
+        msda.sample_order = options.sample_order == "by_level"   ? MSDA_SAMPLE_ORDER_BY_LEVEL
+                             : options.sample_order == "by_query" ? MSDA_SAMPLE_ORDER_BY_QUERY
+                                                                   : MSDA_SAMPLE_ORDER_AUTOMATIC;
         const auto start = std::chrono::steady_clock::now();
         msda_status status;
         if (options.op == "forward") {

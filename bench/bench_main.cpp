@@ -26,11 +26,11 @@
 //                        msda::Options::relayout of every msda plan (default
 //                        automatic): whether value is copied head-major into
 //                        the workspace first; never keeps value as given
-//   --forward-order automatic|by_level|by_query
-//                        msda::Options::forward_order of every msda plan
+//   --sample-order automatic|by_level|by_query
+//                        msda::Options::sample_order of every msda plan
 //                        (default automatic); each msda row that runs the
 //                        forward records the order taken in its
-//                        forward_by_query counter (1 or 0)
+//                        by_query counter (1 or 0)
 //   --one-shot           time msda's one-shot calls (msda::forward and
 //                        msda::backward, their workspace from msda's cache)
 //                        instead of a Plan with the bench's own workspace
@@ -68,7 +68,7 @@ struct Settings {
     std::set<std::string> peers = {"grid_sample", "cuda_port", "gka_torch"};
     std::set<std::string> dtypes = {"f32", "f16", "bf16"};
     msda::Relayout relayout = msda::Relayout::automatic;
-    msda::ForwardOrder forward_order = msda::ForwardOrder::automatic;
+    msda::SampleOrder sample_order = msda::SampleOrder::automatic;
     bool one_shot = false;
     bool check_only = false;
 };
@@ -88,10 +88,10 @@ const char *dtype_id(msda::DType dtype) {
     }
 }
 
-const char *forward_order_name(msda::ForwardOrder order) {
+const char *sample_order_name(msda::SampleOrder order) {
     switch (order) {
-    case msda::ForwardOrder::by_level: return "by_level";
-    case msda::ForwardOrder::by_query: return "by_query";
+    case msda::SampleOrder::by_level: return "by_level";
+    case msda::SampleOrder::by_query: return "by_query";
     default: return "automatic";
     }
 }
@@ -195,15 +195,15 @@ Settings parse_settings(int &argc, char **argv) {
                              v->c_str());
                 std::exit(2);
             }
-        } else if (auto v = value("--forward-order")) {
+        } else if (auto v = value("--sample-order")) {
             if (*v == "automatic") {
-                settings.forward_order = msda::ForwardOrder::automatic;
+                settings.sample_order = msda::SampleOrder::automatic;
             } else if (*v == "by_level") {
-                settings.forward_order = msda::ForwardOrder::by_level;
+                settings.sample_order = msda::SampleOrder::by_level;
             } else if (*v == "by_query") {
-                settings.forward_order = msda::ForwardOrder::by_query;
+                settings.sample_order = msda::SampleOrder::by_query;
             } else {
-                std::fprintf(stderr, "msda_bench: --forward-order takes automatic, by_level or by_query, not %s\n",
+                std::fprintf(stderr, "msda_bench: --sample-order takes automatic, by_level or by_query, not %s\n",
                              v->c_str());
                 std::exit(2);
             }
@@ -244,8 +244,8 @@ Floats to_float(const AlignedVector<std::uint16_t> &half, msda::DType dtype) {
 // operator (Options::op = gka) with `rounding`; the backward gives no
 // location gradient (its view absent, as GKA requires), and the results
 // leave grad_sampling_locations empty. The plan's Options::relayout is
-// `relayout` (--relayout), its Options::forward_order `forward_order`
-// (--forward-order). With use_one_shot_calls() (--one-shot) the runner
+// `relayout` (--relayout), its Options::sample_order `sample_order`
+// (--sample-order). With use_one_shot_calls() (--one-shot) the runner
 // calls msda::forward and msda::backward with the same Options instead.
 class MsdaRunner {
 public:
@@ -308,7 +308,7 @@ public:
                      per_sample(grad_attention)};
         msda::Options options;
         options.relayout = settings.relayout;
-        options.forward_order = settings.forward_order;
+        options.sample_order = settings.sample_order;
         if (gka) {
             options.op = msda::Operator::gka;
             options.rounding = rounding;
@@ -319,8 +319,8 @@ public:
     }
     void use_one_shot_calls() { one_shot_ = true; }
     // Whether the forward walks its samples query by query.
-    bool forward_by_query() const {
-        return msda::forward_order(forward_, options_) == msda::ForwardOrder::by_query;
+    bool by_query() const {
+        return msda::sample_order(forward_, options_) == msda::SampleOrder::by_query;
     }
     void forward() {
         if (one_shot_) return msda::forward(forward_, options_);
@@ -584,7 +584,7 @@ void run_msda(benchmark::State &state, const Shape &shape, Distribution distribu
         if (op != Operator::forward) runner.backward();
     });
     set_counters(state, shape, distribution, op, msda_name(dtype), seconds, dtype);
-    if (op != Operator::backward) state.counters["forward_by_query"] = runner.forward_by_query() ? 1 : 0;
+    if (op != Operator::backward) state.counters["by_query"] = runner.by_query() ? 1 : 0;
 }
 
 void run_peer(benchmark::State &state, const Shape &shape, Distribution distribution, Operator op,
@@ -663,7 +663,7 @@ void add_machine_context(const FloorModel &floor, const Settings &settings) {
     };
     benchmark::AddCustomContext("threads", std::to_string(threads));
     benchmark::AddCustomContext("relayout", relayout_name(settings.relayout));
-    benchmark::AddCustomContext("forward_order", forward_order_name(settings.forward_order));
+    benchmark::AddCustomContext("sample_order", sample_order_name(settings.sample_order));
     benchmark::AddCustomContext("msda_calls", settings.one_shot ? "one-shot" : "plan");
     benchmark::AddCustomContext("probe_fma_gflops", text(r.fma_flops_per_s / 1e9));
     benchmark::AddCustomContext("probe_l1_GBps", text(r.l1_bytes_per_s / 1e9));

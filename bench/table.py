@@ -6,13 +6,13 @@
     bench/table.py results.json [--targets] > results.md
 
 Prints a header line (date, machine, threads, the probe's rates, the
-grid_sample peer, msda's --relayout and --forward-order settings where the
+grid_sample peer, msda's --relayout and --sample-order settings where the
 JSON records them) from the JSON's context, then one row per (shape,
 distribution), in the order the JSON lists them, with for each operator:
 msda's time in ms, its floor ratio (with the bound that sets the floor),
 grid_sample's time over msda's and cuda_port's time over msda's; msda's
 backward time over its forward time; and the order msda's forward walked
-the samples in (its forward_by_query counter). With repetitions the median
+the samples in (its by_query counter). With repetitions the median
 aggregates are used, otherwise the iteration rows (the median of them if a benchmark has several). Times are
 real_time, converted from each row's time_unit: the bench times itself
 (manual time).
@@ -78,7 +78,7 @@ class Result:
         self.ms = statistics.median(row["real_time"] * ms_per_unit(row.get("time_unit", "ns")) for row in rows)
         self.counters = {}
         for key in ("floor_ratio", "speedup_vs_grid_sample", "speedup_vs_gka_torch", "vs_f32", "ns_per_sample",
-                    "GBps", "forward_by_query"):
+                    "GBps", "by_query"):
             values = [row[key] for row in rows if isinstance(row.get(key), (int, float))]
             if values:
                 self.counters[key] = statistics.median(values)
@@ -174,9 +174,9 @@ def header(data):
     if "relayout" in context:
         # msda_bench's --relayout (absent from the JSON of older benches).
         text += "; relayout " + context["relayout"]
-    if "forward_order" in context:
-        # msda_bench's --forward-order (absent from older benches' JSON).
-        text += "; forward order " + context["forward_order"]
+    if "sample_order" in context:
+        # msda_bench's --sample-order (absent from older benches' JSON).
+        text += "; forward order " + context["sample_order"]
     if context.get("msda_calls") == "one-shot":
         # msda_bench --one-shot: msda::forward/backward instead of a Plan.
         text += "; msda one-shot calls"
@@ -230,19 +230,19 @@ def table(results, order):
             port = results.get((op, shape, distribution, "cuda_port"))
             cells.append("-" if port is None or msda.ms <= 0 else format_ratio(port.ms / msda.ms))
         cells.append(backward_over_forward(results, shape, distribution))
-        cells.append(forward_order(results, shape, distribution))
+        cells.append(sample_order(results, shape, distribution))
         lines.append("| " + " | ".join(cells) + " |")
     legend = ("ms: msda's time. floor: msda's time over the floor (bench/README.md), with the bound that sets "
               "it. vs gs, vs port: the grid_sample and cuda_port peers' times over msda's (- where a peer did "
               "not run). bwd/fwd: msda's backward time over its forward time. fwd order: the order msda's forward "
-              "walked the samples in (Options::forward_order; - where the JSON does not record it).")
+              "walked the samples in (Options::sample_order; - where the JSON does not record it).")
     return "\n".join(lines) + "\n\n" + legend
 
 
-def forward_order(results, shape, distribution):
-    """by_query or by_level, from the forward row's forward_by_query counter."""
+def sample_order(results, shape, distribution):
+    """by_query or by_level, from the forward row's by_query counter."""
     msda = results.get(("forward", shape, distribution, "msda"))
-    flag = None if msda is None else msda.counters.get("forward_by_query")
+    flag = None if msda is None else msda.counters.get("by_query")
     if flag is None:
         return "-"
     return "by_query" if flag >= 0.5 else "by_level"
@@ -321,7 +321,7 @@ def gka_table(results, gka_order):
                 speedup = peer.ms / msda.ms if peer is not None and msda.ms > 0 else None
             cells.append("-" if speedup is None else format_ratio(speedup))
         cells.append(backward_over_forward(results, shape, distribution))
-        cells.append(forward_order(results, shape, distribution))
+        cells.append(sample_order(results, shape, distribution))
         lines.append("| " + " | ".join(cells) + " |")
     legend = ("ms: msda's GKA time (floor rounding, float32). vs gka_torch: the gka_torch peer's time (LibTorch "
               "gather and weighted sum, backward through autograd) over msda's (- where the peer did not run). "

@@ -26,10 +26,11 @@ set_property(GLOBAL PROPERTY MSDA_VARIANTS "")
 #          their gradients; LOCATIONS: of sampling_locations and its
 #          gradient. Both default to f32.
 #   OP: msda (default) or gka.
-#   LEVELS, POINTS: a compile-time N_l and N_p (forward only): the variant
-#          walks the samples query by query (Options::forward_order) and
-#          requires canonical strides on the (l, p) dimensions of
-#          sampling_locations and attention_weights. Default 0: any.
+#   LEVELS, POINTS: a compile-time N_l and N_p (forward and grad_sample
+#          only): the variant walks the samples query by query
+#          (Options::sample_order) and requires canonical strides on the
+#          (l, p) dimensions of sampling_locations, attention_weights and
+#          their gradients. Default 0: any.
 function(msda_add_variant NAME)
     cmake_parse_arguments(ARG "" "GENERATOR;KIND;CHANNELS;DTYPE;LOCATIONS;OP;LEVELS;POINTS" "PARAMS" ${ARGN})
     if (NOT ARG_LEVELS)

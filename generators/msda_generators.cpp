@@ -62,13 +62,13 @@ public:
     GeneratorParam<int> channels{"channels", 0};
     GeneratorParam<int> query_tile{"query_tile", 16};
     GeneratorParam<int> vector_width{"vector_width", 0};
-    // A compile-time N_l and N_p (both, or neither: 0). The forward then walks
-    // the samples query by query, all of a query's levels and points as one
-    // vector (schedules::Tunables), which needs the (l, p) dimensions of
-    // sampling_locations and attention_weights in their canonical, dense
-    // order: strides (2, 2 N_p) for the location planes, (1, N_p) for the
-    // weights. The runtime picks such a variant only for tensors that have
-    // them (Options::forward_order).
+    // A compile-time N_l and N_p (both, or neither: 0), for the forward and
+    // MSDA's part=sample. They then walk the samples query by query, all of a
+    // query's levels and points as one vector (schedules::Tunables), which
+    // needs the (l, p) dimensions of sampling_locations, attention_weights
+    // and their gradients in their canonical, dense order: strides (2, 2 N_p)
+    // for the location planes, (1, N_p) for the weights. The runtime picks
+    // such a variant only for tensors that have them (Options::sample_order).
     GeneratorParam<int> levels{"levels", 0};
     GeneratorParam<int> points{"points", 0};
     // Storage types: value, attention_weights, output, grad_output and their
@@ -202,8 +202,9 @@ public:
     void configure() {
         configure_inputs();
         grad_output.set_type(storage);
-        if (levels > 0 || points > 0) {
-            throw std::invalid_argument("msda_backward: compile-time levels and points are for the forward only");
+        if ((levels > 0 || points > 0) && (part != BackwardPart::sample || op != Operator::msda)) {
+            throw std::invalid_argument(
+                "msda_backward: compile-time levels and points are for MSDA's part=sample only");
         }
         if (op == Operator::gka && part != BackwardPart::value && part != BackwardPart::attention_weights) {
             throw std::invalid_argument("msda_backward: GKA has gradients for value and attention_weights only");
@@ -242,9 +243,26 @@ public:
             sample_pipeline = build_grad_sample(in, grad_output_f32, which);
             Output<Func> &out = *grads_output;
             out = sample_pipeline.grads;
-            for (OutputImageParam plane : Func(out).output_buffers()) {
+            const std::vector<OutputImageParam> planes = Func(out).output_buffers();
+            for (std::size_t i = 0; i < planes.size(); i++) {
+                OutputImageParam plane = planes[i];
                 allow_any_strides(plane, 5);
                 plane.set_estimates({{0, 4}, {0, 4}, {0, 8}, {0, 22223}, {0, 2}});
+                if (points > 0) {
+                    // As the inputs (declare_inputs): grad_attention_weights'
+                    // (l, p) block dense, the location gradient's planes
+                    // with x and y interleaved (part=sample: the weights
+                    // first, then x and y).
+                    // (Only the first output's extents can be constrained;
+                    // the others share them.)
+                    const int step = i == 0 ? 1 : 2;
+                    if (i == 0) {
+                        plane.dim(0).set_bounds(0, (int)points);
+                        plane.dim(1).set_bounds(0, (int)levels);
+                    }
+                    plane.dim(0).set_stride(step);
+                    plane.dim(1).set_stride(step * (int)points);
+                }
             }
         }
     }

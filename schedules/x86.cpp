@@ -87,6 +87,25 @@ Expr queries_per_task(const MsdaVars &v, int tile) {
 
 namespace {
 
+// The geometry's stages and the corner table of one (query, head), computed
+// at `head`: each field one vector over (p, l) (compile-time N_p and N_l),
+// dense as the per-sample inputs lie. Their buffers are allocated once per
+// task.
+void tables_per_query_head(Func corners, const std::vector<Func> &stages, const Var &field, const MsdaVars &v,
+                           const LoopLevel &head, const LoopLevel &task, int fields) {
+    for (Func stage : stages) {
+        stage.compute_at(head).hoist_storage(task).vectorize(v.p).vectorize(v.l);
+    }
+    corners.compute_at(head)
+        .hoist_storage(task)
+        .bound(field, 0, fields)
+        .reorder_storage(v.p, v.l, field, v.h, v.q, v.b)
+        .reorder(v.p, v.l, field, v.h, v.q, v.b)
+        .vectorize(v.p)
+        .vectorize(v.l)
+        .unroll(field);
+}
+
 // The forward with compile-time N_l and N_p: one task per run of queries of
 // one batch element; inside it, query by query, and for each query head by
 // head, so the locations and weights are read as they lie in memory (a
@@ -106,7 +125,7 @@ void schedule_forward_by_query(const Target &target, ForwardPipeline &f, const T
         .parallel(task);
     vectorize_channels(f.output, v.c, width, tunables.channels);
 
-    const LoopLevel head(f.output, v.h), per_task(f.output, task);
+    const LoopLevel head(f.output, v.h);
     f.accumulated.compute_at(head);
     vectorize_channels(f.accumulated, v.c, width, tunables.channels);
     Stage accumulate = f.accumulated.update();
@@ -116,20 +135,56 @@ void schedule_forward_by_query(const Target &target, ForwardPipeline &f, const T
         f.accumulated.unroll(v.c);
         accumulate.unroll(v.c);
     }
+    tables_per_query_head(f.corners, f.geometry_stages, f.field, v, head, LoopLevel(f.output, task),
+                          f.layout.fields);
+}
 
-    // The geometry's stages and the corner table of one (query, head): each
-    // field one vector over (p, l), dense as the inputs lie.
-    for (Func stage : f.geometry_stages) {
-        stage.compute_at(head).hoist_storage(per_task).vectorize(v.p).vectorize(v.l);
-    }
-    f.corners.compute_at(head)
-        .hoist_storage(per_task)
-        .bound(f.field, 0, f.layout.fields)
-        .reorder_storage(v.p, v.l, f.field, v.h, v.q, v.b)
-        .reorder(v.p, v.l, f.field, v.h, v.q, v.b)
+// Four dot products over channels per sample, in one pass: partial sums
+// are kept per vector lane (rfactor), then each is reduced across lanes
+// once, the corner dots computed at `at` and walked with `inner` innermost
+// of the samples. Eight lanes: the four corners' partial sums are then
+// reduced together in one short shuffle tree (sixteen made four long ones).
+void corner_dots_by_lanes(GradSamplePipeline &f, const Tunables &tunables, int width, const LoopLevel &at,
+                          const std::vector<VarOrRVar> &order) {
+    RVar channel_outer("channel_outer"), channel_lane("channel_lane");
+    Var lane("lane");
+    const int lanes = std::min(width, 8);
+    Func partial = f.corner_dots.update()
+                       .split(f.channel.x, channel_outer, channel_lane, lanes, TailStrategy::GuardWithIf)
+                       .rfactor(channel_lane, lane);
+    f.corner_dots.compute_at(at);
+    std::vector<VarOrRVar> loops = {channel_lane};
+    loops.insert(loops.end(), order.begin(), order.end());
+    f.corner_dots.update().reorder(loops).unroll(channel_lane);
+    partial.compute_at(f.corner_dots, f.vars.p).vectorize(lane);
+    partial.update().reorder(lane, channel_outer).vectorize(lane);
+    if (tunables.channels > 0 && tunables.channels % lanes == 0) partial.update().unroll(channel_outer);
+}
+
+// The per-sample gradients with compile-time N_l and N_p, walked as the
+// by-query forward walks: query by query, head by head, a (query, head)'s
+// samples one vector through the geometry, the corner table and the
+// gradients' arithmetic (written as dense vectors), value read in its own
+// layout.
+void schedule_grad_sample_by_query(const Target &target, GradSamplePipeline &f, const Tunables &tunables) {
+    const MsdaVars &v = f.vars;
+    const int width = vector_width(target, tunables);
+    Var chunk("chunk"), query("query"), task("task");
+    f.grads.bound(v.p, 0, tunables.points)
+        .bound(v.l, 0, tunables.levels)
+        .split(v.q, chunk, query, queries_per_task(v, tunables.query_tile), TailStrategy::GuardWithIf)
+        .reorder(v.p, v.l, v.h, query, chunk, v.b)
+        .fuse(chunk, v.b, task)
+        .parallel(task)
         .vectorize(v.p)
-        .vectorize(v.l)
-        .unroll(f.field);
+        .vectorize(v.l);
+    const LoopLevel head(f.grads, v.h);
+    corner_dots_by_lanes(f, tunables, width, head, {v.p, v.l});
+    tables_per_query_head(f.corners, f.geometry_stages, f.field, v, head, LoopLevel(f.grads, task),
+                          f.layout.fields);
+    // The (query, head)'s row of grad_output.
+    f.grad_rows.compute_at(head);
+    vectorize_channels(f.grad_rows, v.c, width, tunables.channels);
 }
 
 }  // namespace
@@ -223,6 +278,10 @@ void schedule_grad_value(const Target &target, GradValuePipeline &f, const Tunab
 }
 
 void schedule_grad_sample(const Target &target, GradSamplePipeline &f, const Tunables &tunables) {
+    if (tunables.points > 0) {
+        schedule_grad_sample_by_query(target, f, tunables);
+        return;
+    }
     const MsdaVars &v = f.vars;
     const int width = vector_width(target, tunables);
     Var chunk("chunk"), rest("rest"), query_tile("query_tile"), query("query"), task("task");
@@ -238,23 +297,10 @@ void schedule_grad_sample(const Target &target, GradSamplePipeline &f, const Tun
         .parallel(task)
         .vectorize(query);
 
-    // Four dot products over channels per sample, in one pass: partial sums
-    // are kept per vector lane (rfactor), then each is reduced across lanes
-    // once. The dots of a tile's samples are stored queries-innermost, so
-    // the gradients read them as dense vectors.
-    RVar channel_outer("channel_outer"), channel_lane("channel_lane");
-    Var lane("lane");
-    // Eight lanes: the four corners' partial sums are then reduced together
-    // in one short shuffle tree (sixteen made four long ones).
-    const int lanes = std::min(width, 8);
-    Func partial = f.corner_dots.update()
-                       .split(f.channel.x, channel_outer, channel_lane, lanes, TailStrategy::GuardWithIf)
-                       .rfactor(channel_lane, lane);
-    f.corner_dots.compute_at(f.grads, query_tile).reorder_storage(v.q, v.p, v.l, v.h, v.b);
-    f.corner_dots.update().reorder(channel_lane, v.p, v.q).unroll(channel_lane);
-    partial.compute_at(f.corner_dots, v.p).vectorize(lane);
-    partial.update().reorder(lane, channel_outer).vectorize(lane);
-    if (tunables.channels > 0 && tunables.channels % lanes == 0) partial.update().unroll(channel_outer);
+    // The dots of a tile's samples are stored queries-innermost, so the
+    // gradients read them as dense vectors.
+    f.corner_dots.reorder_storage(v.q, v.p, v.l, v.h, v.b);
+    corner_dots_by_lanes(f, tunables, width, LoopLevel(f.grads, query_tile), {v.p, v.q});
 
     corner_table_per_tile(f.corners, f.geometry_stages, f.field, v, LoopLevel(f.grads, query_tile),
                           LoopLevel(f.grads, task), width, tunables.query_tile, f.layout.fields);

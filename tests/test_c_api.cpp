@@ -32,7 +32,7 @@ msda_options to_c(const msda::Options &options) {
     result.grad_sampling_locations = options.grad_sampling_locations;
     result.grad_attention_weights = options.grad_attention_weights;
     result.relayout = static_cast<msda_relayout>(options.relayout);
-    result.forward_order = static_cast<msda_forward_order>(options.forward_order);
+    result.sample_order = static_cast<msda_sample_order>(options.sample_order);
     return result;
 }
 
@@ -178,8 +178,8 @@ TEST(CApi, DefaultOptionsAreThoseOfTheCppApi) {
     EXPECT_EQ(c_defaults.grad_attention_weights, 1);
     EXPECT_EQ(c_defaults.relayout, cpp_defaults.relayout);
     EXPECT_EQ(c_defaults.relayout, MSDA_RELAYOUT_AUTOMATIC);
-    EXPECT_EQ(c_defaults.forward_order, cpp_defaults.forward_order);
-    EXPECT_EQ(c_defaults.forward_order, MSDA_FORWARD_ORDER_AUTOMATIC);
+    EXPECT_EQ(c_defaults.sample_order, cpp_defaults.sample_order);
+    EXPECT_EQ(c_defaults.sample_order, MSDA_SAMPLE_ORDER_AUTOMATIC);
 }
 
 TEST(CApi, ContiguousGivesRowMajorStrides) {

@@ -326,8 +326,8 @@ struct ProblemSpec {
     // gradients (value, output and their gradients keep channels dense).
     std::int64_t per_sample_innermost_stride = 1;
     // Padding leaves the (N_l, N_p, 2) and (N_l, N_p) blocks of the
-    // per-sample tensors dense, padding only their (B, N_q, N_h) strides (as
-    // the by-query forward needs; BQHLP2 locations).
+    // per-sample tensors and their gradients dense, padding only their (B,
+    // N_q, N_h) strides (as the by-query order needs; BQHLP2 locations).
     bool dense_sample_blocks = false;
     msda::DType shapes_dtype = msda::DType::i32;
     msda::DType start_dtype = msda::DType::i32;
@@ -542,10 +542,10 @@ struct LibraryTensors {
             StridedTensor({s.batch, s.queries, s.heads * s.channels}, {}, pad, 1, kPoison, dtype);
         grad_value = StridedTensor({s.batch, s.value_length(), s.heads, s.channels}, value_layout, pad, 1,
                                    kSentinel, dtype);
-        grad_sampling_locations = StridedTensor({s.batch, s.queries, s.heads, n_l, s.points, 2},
-                                                locations_layout, pad, inner, kSentinel, locations_dtype);
-        grad_attention_weights =
-            StridedTensor({s.batch, s.queries, s.heads, n_l, s.points}, {}, pad, inner, kSentinel, dtype);
+        grad_sampling_locations = StridedTensor({s.batch, s.queries, s.heads, n_l, s.points, 2}, locations_layout,
+                                                pad, inner, kSentinel, locations_dtype, location_block);
+        grad_attention_weights = StridedTensor({s.batch, s.queries, s.heads, n_l, s.points}, {}, pad, inner,
+                                               kSentinel, dtype, weight_block);
 
         value.set_canonical(data.value);
         sampling_locations.set_canonical(data.sampling_locations);

@@ -18,11 +18,18 @@ ProblemSize ProblemSize::of(const BackwardArgs &args, const Options &options) {
     return detail::check_backward(args, options, detail::Outputs::if_present).size;
 }
 
-ForwardOrder forward_order(const ForwardArgs &args, const Options &options) {
+SampleOrder sample_order(const ForwardArgs &args, const Options &options) {
     const detail::CheckedCall call = detail::check_forward(args, options, detail::Outputs::if_present);
     return detail::walks_by_query(detail::select_kernels(call.size, options), args, options, call)
-               ? ForwardOrder::by_query
-               : ForwardOrder::by_level;
+               ? SampleOrder::by_query
+               : SampleOrder::by_level;
+}
+
+SampleOrder sample_order(const BackwardArgs &args, const Options &options) {
+    const detail::CheckedCall call = detail::check_backward(args, options, detail::Outputs::if_present);
+    return detail::walks_by_query(detail::select_kernels(call.size, options), args, options, call)
+               ? SampleOrder::by_query
+               : SampleOrder::by_level;
 }
 
 Plan::Plan(const ProblemSize &size, const Options &options) : size_(size), options_(options) {

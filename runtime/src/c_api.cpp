@@ -118,8 +118,8 @@ msda::Options to_options(const msda_options &options) {
     result.grad_sampling_locations = options.grad_sampling_locations != 0;
     result.grad_attention_weights = options.grad_attention_weights != 0;
     result.relayout = to_enum<msda::Relayout>(options.relayout, MSDA_RELAYOUT_NEVER, "relayout");
-    result.forward_order =
-        to_enum<msda::ForwardOrder>(options.forward_order, MSDA_FORWARD_ORDER_BY_QUERY, "forward_order");
+    result.sample_order =
+        to_enum<msda::SampleOrder>(options.sample_order, MSDA_SAMPLE_ORDER_BY_QUERY, "sample_order");
     return result;
 }
 
@@ -182,7 +182,7 @@ msda_options msda_default_options(void) {
     options.grad_value = defaults.grad_value ? 1 : 0;
     options.grad_sampling_locations = defaults.grad_sampling_locations ? 1 : 0;
     options.relayout = static_cast<msda_relayout>(defaults.relayout);
-    options.forward_order = static_cast<msda_forward_order>(defaults.forward_order);
+    options.sample_order = static_cast<msda_sample_order>(defaults.sample_order);
     options.grad_attention_weights = defaults.grad_attention_weights ? 1 : 0;
     return options;
 }

@@ -311,22 +311,34 @@ const Variant &select_variant(Kind kind, const ProblemSize &size, Operator op) {
     return *generic;
 }
 
+namespace {
+
+// The by-query variant of this kind for the sizes (compile-time C_h, N_l and
+// N_p all matching), or null.
+const Variant *by_query_variant(Kind kind, const ProblemSize &size, Operator op) {
+    for (const Variant &variant : kVariants) {
+        if (variant.kind == kind && variant.op == op && variant.dtype == size.dtype &&
+            variant.locations_dtype == size.locations_dtype && variant.points != 0 &&
+            variant.channels == size.channels && variant.levels == size.levels && variant.points == size.points) {
+            return &variant;
+        }
+    }
+    return nullptr;
+}
+
+}  // namespace
+
 Kernels select_kernels(const ProblemSize &size, const Options &options) {
     Kernels kernels;
     const Operator op = options.op;
     // GKA has no location gradient (validation requires its view absent).
     const bool locations = options.grad_sampling_locations && op == Operator::msda;
     kernels.forward = &select_variant(Kind::forward, size, op);
-    for (const Variant &variant : kVariants) {
-        if (variant.kind == Kind::forward && variant.op == op && variant.dtype == size.dtype &&
-            variant.locations_dtype == size.locations_dtype && variant.channels == size.channels &&
-            variant.levels == size.levels && variant.points == size.points && variant.points != 0) {
-            kernels.forward_by_query = &variant;
-        }
-    }
+    kernels.forward_by_query = by_query_variant(Kind::forward, size, op);
     if (options.grad_value) kernels.grad_value = &select_variant(Kind::grad_value, size, op);
     if (options.grad_attention_weights && locations) {
         kernels.grad_sample = &select_variant(Kind::grad_sample, size, op);
+        kernels.grad_sample_by_query = by_query_variant(Kind::grad_sample, size, op);
     } else if (options.grad_attention_weights) {
         kernels.grad_sample = &select_variant(Kind::grad_attention_weights, size, op);
     } else if (locations) {
@@ -385,21 +397,24 @@ void *aligned_workspace(void *workspace) {
     return workspace == nullptr ? nullptr : static_cast<char *>(workspace) + skip;
 }
 
-// Whether the (l, p) dimensions of sampling_locations and attention_weights
-// lie as a by-query forward requires (msda_generators.cpp): BQHLP2
-// locations with x and y interleaved, each (N_l, N_p) block dense.
-bool dense_samples(const ForwardArgs &args, const ProblemSize &size, const Options &options) {
-    const TensorView &locations = args.sampling_locations, &weights = args.attention_weights;
-    return options.locations_layout == LocationsLayout::BQHLP2 && locations.strides[4] == 2 &&
-           locations.strides[3] == 2 * size.points && weights.strides[4] == 1 &&
-           weights.strides[3] == size.points;
+// Whether a (B, N_q, N_h, N_l, N_p[, 2]) tensor's (l, p) dimensions lie as
+// a by-query variant requires (msda_generators.cpp): the location planes
+// (BQHLP2, x and y interleaved) with strides (2 N_p, 2), the weights with
+// (N_p, 1).
+bool dense_locations(const TensorView &t, const ProblemSize &size, const Options &options) {
+    return options.locations_layout == LocationsLayout::BQHLP2 && t.strides[4] == 2 &&
+           t.strides[3] == 2 * size.points;
+}
+bool dense_weights(const TensorView &t, const ProblemSize &size) {
+    return t.strides[4] == 1 && t.strides[3] == size.points;
 }
 
 // The automatic order's probe: whether most of up to kProbes queries, spread
 // evenly over the call's (batch, query) pairs, have all their level-0 samples
 // (every head and point) within kNeighbourhood pixels of each other along
 // each axis. A query with a non-finite level-0 location does not count as
-// clustered. Reads float32 BQHLP2 locations (dense_samples holds).
+// clustered. Reads float32 BQHLP2 locations (a by-query variant exists for
+// the call: its locations are float32, dense_locations holds).
 bool queries_sample_neighbourhoods(const TensorView &locations, const ProblemSize &size,
                                    const LevelTable &levels) {
     constexpr std::int64_t kProbes = 32;
@@ -459,13 +474,13 @@ void forward_in_order(const Kernels &kernels, const ForwardArgs &args, const Opt
 
 }  // namespace
 
-bool walks_by_query(const Kernels &kernels, const ForwardArgs &args, const Options &options,
-                    const CheckedCall &checked) {
-    if (kernels.forward_by_query == nullptr || options.forward_order == ForwardOrder::by_level ||
-        checked.size.batch == 0 || checked.size.queries == 0 || !dense_samples(args, checked.size, options)) {
-        return false;
-    }
-    if (options.forward_order == ForwardOrder::by_query) return true;
+namespace {
+
+// Options::sample_order for a call whose by-query variant exists and whose
+// tensors it can read.
+bool chooses_by_query(const TensorView &locations, const Options &options, const CheckedCall &checked) {
+    if (options.sample_order == SampleOrder::by_query) return true;
+    if (options.sample_order == SampleOrder::by_level) return false;
     // by_level keeps one level of one head as the working set; where every
     // level's slice of a head fits a core's L2 with room to spare, that
     // beats by_query even for clustered samples (G: 60 x 40 levels).
@@ -477,8 +492,27 @@ bool walks_by_query(const Kernels &kernels, const ForwardArgs &args, const Optio
     }
     const std::int64_t slice_bytes =
         largest_level * checked.size.channels * static_cast<std::int64_t>(dtype_size(checked.size.dtype));
-    return slice_bytes > kSliceBytes &&
-           queries_sample_neighbourhoods(args.sampling_locations, checked.size, checked.levels);
+    return slice_bytes > kSliceBytes && queries_sample_neighbourhoods(locations, checked.size, checked.levels);
+}
+
+}  // namespace
+
+bool walks_by_query(const Kernels &kernels, const ForwardArgs &args, const Options &options,
+                    const CheckedCall &checked) {
+    const ProblemSize &size = checked.size;
+    return kernels.forward_by_query != nullptr && size.batch > 0 && size.queries > 0 &&
+           dense_locations(args.sampling_locations, size, options) && dense_weights(args.attention_weights, size) &&
+           chooses_by_query(args.sampling_locations, options, checked);
+}
+
+bool walks_by_query(const Kernels &kernels, const BackwardArgs &args, const Options &options,
+                    const CheckedCall &checked) {
+    const ProblemSize &size = checked.size;
+    return kernels.grad_sample_by_query != nullptr && size.batch > 0 && size.queries > 0 &&
+           dense_locations(args.sampling_locations, size, options) && dense_weights(args.attention_weights, size) &&
+           dense_locations(args.grad_sampling_locations, size, options) &&
+           dense_weights(args.grad_attention_weights, size) &&
+           chooses_by_query(args.sampling_locations, options, checked);
 }
 
 void run_forward(const Kernels &kernels, const ForwardArgs &args, const Options &options,
@@ -488,22 +522,20 @@ void run_forward(const Kernels &kernels, const ForwardArgs &args, const Options 
                      walks_by_query(kernels, args, options, checked));
 }
 
-void run_backward(const Kernels &kernels, const BackwardArgs &args, const Options &options,
-                  const CheckedCall &checked, void *workspace) {
-    workspace = aligned_workspace(workspace);
+namespace {
+
+// One backward call, its per-sample gradients in the order decided for the
+// whole call.
+void backward_in_order(const Kernels &kernels, const BackwardArgs &args, const Options &options,
+                       const CheckedCall &checked, void *workspace, bool by_query) {
     const ProblemSize &size = checked.size;
-    if (size.batch == 0) return;  // every tensor is empty
-    if (size.queries == 0) {
-        if (kernels.grad_value != nullptr) fill_zeros(args.grad_value);
-        return;
-    }
     if (split_wide_batches(args, checked,
                            {&BackwardArgs::value, &BackwardArgs::sampling_locations,
                             &BackwardArgs::attention_weights, &BackwardArgs::grad_output,
                             &BackwardArgs::grad_value, &BackwardArgs::grad_sampling_locations,
                             &BackwardArgs::grad_attention_weights},
                            [&](const BackwardArgs &element, const CheckedCall &element_call) {
-                               run_backward(kernels, element, options, element_call, workspace);
+                               backward_in_order(kernels, element, options, element_call, workspace, by_query);
                            })) {
         return;
     }
@@ -535,6 +567,15 @@ void run_backward(const Kernels &kernels, const BackwardArgs &args, const Option
         }
     }
     if (kernels.grad_sample == nullptr) return;
+    if (by_query) {
+        // Both per-sample gradients, value read in the caller's layout (see
+        // schedule_grad_sample_by_query).
+        HalideBuffer weights = weight_buffer(args.grad_attention_weights);
+        HalideBuffer x = location_plane(args.grad_sampling_locations, options.locations_layout, 0);
+        HalideBuffer y = location_plane(args.grad_sampling_locations, options.locations_layout, 1);
+        call(*kernels.grad_sample_by_query, in, grad_output.get(), weights.get(), x.get(), y.get());
+        return;
+    }
     stage_value(in, size, layout, workspace);
     if (kernels.grad_sample->kind == Kind::grad_attention_weights) {
         HalideBuffer weights = weight_buffer(args.grad_attention_weights);
@@ -549,6 +590,20 @@ void run_backward(const Kernels &kernels, const BackwardArgs &args, const Option
     }
     HalideBuffer weights = weight_buffer(args.grad_attention_weights);
     call(*kernels.grad_sample, in, grad_output.get(), weights.get(), x.get(), y.get());
+}
+
+}  // namespace
+
+void run_backward(const Kernels &kernels, const BackwardArgs &args, const Options &options,
+                  const CheckedCall &checked, void *workspace) {
+    const ProblemSize &size = checked.size;
+    if (size.batch == 0) return;  // every tensor is empty
+    if (size.queries == 0) {
+        if (kernels.grad_value != nullptr) fill_zeros(args.grad_value);
+        return;
+    }
+    backward_in_order(kernels, args, options, checked, aligned_workspace(workspace),
+                      walks_by_query(kernels, args, options, checked));
 }
 
 void set_threads(int threads) {

@@ -29,9 +29,12 @@ const Variant &select_variant(Kind kind, const ProblemSize &size, Operator op);
 // The generated functions a plan runs.
 struct Kernels {
     const Variant *forward = nullptr;
-    // The forward walked query by query (Options::forward_order), when one
-    // was built for the plan's sizes; null otherwise.
+    // The forward and the per-sample gradients walked query by query
+    // (Options::sample_order), where one was built for the plan's sizes
+    // (and, for the backward, both per-sample gradients are asked for);
+    // null otherwise.
     const Variant *forward_by_query = nullptr;
+    const Variant *grad_sample_by_query = nullptr;
     const Variant *grad_value = nullptr;
     const Variant *grad_sample = nullptr;  // the asked-for per-sample gradients
 };
@@ -56,12 +59,15 @@ struct Workspace {
 Workspace workspace_layout(const ProblemSize &size, const Options &options);
 std::size_t workspace_bytes(const ProblemSize &size, const Options &options);
 
-// Whether a forward call walks its samples query by query
-// (Options::forward_order): a by-query variant serves the plan's sizes, the
-// call's (l, p) dimensions are dense, and by_query was asked for, or
-// (automatic) one head's largest level holds more than 1 MiB of value and
-// the probe finds the queries' samples clustered.
+// Whether a call walks its samples query by query (Options::sample_order):
+// the forward, or the backward's per-sample gradients (grad_value's scatter
+// has one order). It does when a by-query variant serves the plan's sizes,
+// the call's per-sample tensors have dense (l, p) blocks, and by_query was
+// asked for, or (automatic) one head's largest level holds more than 1 MiB
+// of value and a probe finds the queries' samples clustered.
 bool walks_by_query(const Kernels &kernels, const ForwardArgs &args, const Options &options,
+                    const CheckedCall &call);
+bool walks_by_query(const Kernels &kernels, const BackwardArgs &args, const Options &options,
                     const CheckedCall &call);
 
 void run_forward(const Kernels &kernels, const ForwardArgs &args, const Options &options,

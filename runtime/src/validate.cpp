@@ -225,9 +225,9 @@ void check_options(const Options &options) {
     }
     const int relayout = static_cast<int>(options.relayout);
     if (relayout < 0 || relayout > 2) fail("options", "relayout must be automatic, always or never");
-    const int forward_order = static_cast<int>(options.forward_order);
-    if (forward_order < 0 || forward_order > 2) {
-        fail("options", "forward_order must be automatic, by_level or by_query");
+    const int sample_order = static_cast<int>(options.sample_order);
+    if (sample_order < 0 || sample_order > 2) {
+        fail("options", "sample_order must be automatic, by_level or by_query");
     }
 }
 

@@ -49,12 +49,12 @@ typedef enum msda_relayout {
     MSDA_RELAYOUT_NEVER = 2
 } msda_relayout;
 
-/* See msda::ForwardOrder in msda.hpp. */
-typedef enum msda_forward_order {
-    MSDA_FORWARD_ORDER_AUTOMATIC = 0,
-    MSDA_FORWARD_ORDER_BY_LEVEL = 1,
-    MSDA_FORWARD_ORDER_BY_QUERY = 2
-} msda_forward_order;
+/* See msda::SampleOrder in msda.hpp. */
+typedef enum msda_sample_order {
+    MSDA_SAMPLE_ORDER_AUTOMATIC = 0,
+    MSDA_SAMPLE_ORDER_BY_LEVEL = 1,
+    MSDA_SAMPLE_ORDER_BY_QUERY = 2
+} msda_sample_order;
 
 typedef struct msda_options {
     msda_operator op;
@@ -67,7 +67,7 @@ typedef struct msda_options {
     int grad_sampling_locations;
     int grad_attention_weights;
     msda_relayout relayout;
-    msda_forward_order forward_order;
+    msda_sample_order sample_order;
 } msda_options;
 
 typedef struct msda_forward_args {

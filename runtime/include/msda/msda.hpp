@@ -72,25 +72,28 @@ enum class Rounding : int { floor = 0, nearest = 1 };
 // heads; never. Results are bitwise the same either way.
 enum class Relayout : int { automatic = 0, always = 1, never = 2 };
 
-// How the forward walks the samples. by_level: head by head, and level by
-// level over runs of queries, so one level of one head is the working set of
-// the corner reads (best when queries sample scattered locations). by_query:
+// How the forward and the backward's per-sample gradients (those of
+// sampling_locations and attention_weights) walk the samples; grad_value's
+// scatter has one order. by_level: head by head, and level by level over
+// runs of queries, so one level of one head is the working set of the
+// corner reads (best when queries sample scattered locations). by_query:
 // query by query, each head's levels and points together (best when a
 // query's samples lie close together, as in encoders and decoders that
-// refine reference points); it exists for float32 MSDA with C_h = 32 and
-// (N_l, N_p) of (4, 4), (3, 4) or (4, 8), with sampling_locations in the
-// BQHLP2 layout and the (N_l, N_p, 2) and (N_l, N_p) inner dimensions of
-// sampling_locations and attention_weights dense; elsewhere the forward is
-// by_level whatever is asked. automatic: by_query where it exists, one
-// head's largest level holds more than 1 MiB of value (H * W * C_h * 4
-// bytes; below that, by_level keeps each level of a head in a core's L2),
-// and most of up to 32 queries (spread over the call) have all their
-// level-0 samples within 16 pixels of each other along each axis; otherwise
-// by_level. Both
-// orders are deterministic and agree to float32 rounding (summed in the same
-// order, they may contract multiplies and adds differently); the backward is
-// the same either way.
-enum class ForwardOrder : int { automatic = 0, by_level = 1, by_query = 2 };
+// refine reference points). It exists for float32 MSDA with C_h = 32 and
+// (N_l, N_p) of (4, 4), (3, 4) or (4, 8) (the backward's: when both
+// per-sample gradients are asked for), with sampling_locations in the
+// BQHLP2 layout and the (N_l, N_p, 2) and (N_l, N_p) blocks of
+// sampling_locations, attention_weights and their gradients dense (outer
+// strides are free); elsewhere the order is by_level whatever is asked.
+// automatic: by_query where it exists, one head's largest level holds more
+// than 1 MiB of value (H * W * C_h * 4 bytes; below that, by_level keeps
+// each level of a head in a core's L2), and most of up to 32 queries
+// (spread over the call) have all their level-0 samples within 16 pixels of
+// each other along each axis; otherwise by_level. Both orders are
+// deterministic and agree to float32 rounding (each result is summed in the
+// same order, but multiplies and adds may be contracted differently);
+// grad_value is bitwise the same either way.
+enum class SampleOrder : int { automatic = 0, by_level = 1, by_query = 2 };
 
 struct Options {
     Operator op = Operator::msda;
@@ -107,7 +110,7 @@ struct Options {
     bool grad_sampling_locations = true;
     bool grad_attention_weights = true;
     Relayout relayout = Relayout::automatic;
-    ForwardOrder forward_order = ForwardOrder::automatic;
+    SampleOrder sample_order = SampleOrder::automatic;
 };
 
 // The tensors of one forward call. Shapes are those of the chosen layouts;
@@ -194,11 +197,15 @@ private:
 void forward(const ForwardArgs &args, const Options &options = {});
 void backward(const BackwardArgs &args, const Options &options = {});
 
-// The order a forward call with these tensors and options walks its samples
-// in, by_level or by_query: what automatic decides, and whether by_query is
-// available to them (ForwardOrder). Validates the inputs as forward does;
-// output may be absent. A call with no queries or no batch is by_level.
-ForwardOrder forward_order(const ForwardArgs &args, const Options &options = {});
+// The order a forward call, or a backward call's per-sample gradients, with
+// these tensors and options walk the samples in, by_level or by_query: what
+// automatic decides, and whether by_query is available to them
+// (SampleOrder). Validates the inputs as the call does; outputs may be
+// absent (an absent gradient view is not dense, so the backward's answer
+// needs the views the call will get). A call with no queries or no batch is
+// by_level.
+SampleOrder sample_order(const ForwardArgs &args, const Options &options = {});
+SampleOrder sample_order(const BackwardArgs &args, const Options &options = {});
 
 // The bytes the one-shot calls' cache holds now (0 when it holds none or its
 // block is lent out), and a way to free it (it is reallocated by the next

@@ -1,9 +1,10 @@
-// Options::forward_order: the forward walked query by query (the variants
-// compiled for C_h = 32 and (N_l, N_p) of (4, 4), (3, 4), (4, 8)) is held to
-// the double reference on every kind of sampling location and option flag,
-// agrees with the by-level walk on non-finite inputs value class for value
-// class, is deterministic across thread counts, and is chosen exactly where
-// msda.hpp says: where it exists for the tensors, and (automatic) where
+// Options::sample_order: the forward and the backward's per-sample
+// gradients walked query by query (the variants compiled for C_h = 32 and
+// (N_l, N_p) of (4, 4), (3, 4), (4, 8)) are held to the double reference on
+// every kind of sampling location and option flag, agree with the by-level
+// walk on non-finite inputs value class for value class (grad_value bit for
+// bit), are deterministic across thread counts, and are chosen exactly where
+// msda.hpp says: where they exist for the tensors, and (automatic) where
 // levels are large and the queries' samples cluster.
 #include <gtest/gtest.h>
 
@@ -21,7 +22,7 @@
 
 namespace {
 
-using msda::ForwardOrder;
+using msda::SampleOrder;
 using msda::testing::expect_inputs_unchanged;
 using msda::testing::LibraryTensors;
 using msda::testing::Locations;
@@ -33,8 +34,8 @@ using msda::testing::Random;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-msda::Options with_order(msda::Options options, ForwardOrder order) {
-    options.forward_order = order;
+msda::Options with_order(msda::Options options, SampleOrder order) {
+    options.sample_order = order;
     return options;
 }
 
@@ -86,29 +87,40 @@ std::vector<ProblemSpec> by_query_grid() {
     return cases;
 }
 
-// One forward in the given order, through the one-shot call.
+// Forward then backward (every gradient) in the given order, through the
+// one-shot calls.
+void run_both(LibraryTensors &tensors, const msda::Options &options) {
+    msda::forward(tensors.forward_args(), options);
+    msda::backward(tensors.backward_args(), options);
+}
+
 void run_forward(LibraryTensors &tensors, const msda::Options &options) {
     msda::forward(tensors.forward_args(), options);
 }
 
 class ByQueryGrid : public ::testing::TestWithParam<ProblemSpec> {};
 
+// Both orders against the reference, every output and gradient; grad_value
+// (one scatter whatever the order) bitwise the same in both.
 TEST_P(ByQueryGrid, MatchesTheReferenceAndTheByLevelWalk) {
     const ProblemSpec &spec = GetParam();
     SCOPED_TRACE(spec.describe());
     const ProblemData data(spec);
-    const msda::Options by_query = with_order(spec.options, ForwardOrder::by_query);
-    const msda::Options by_level = with_order(spec.options, ForwardOrder::by_level);
+    const msda::Options by_query = with_order(spec.options, SampleOrder::by_query);
+    const msda::Options by_level = with_order(spec.options, SampleOrder::by_level);
     LibraryTensors query_walk(data), level_walk(data);
-    ASSERT_EQ(msda::forward_order(query_walk.forward_args(), by_query), ForwardOrder::by_query);
-    ASSERT_EQ(msda::forward_order(level_walk.forward_args(), by_level), ForwardOrder::by_level);
-    ASSERT_NO_THROW(run_forward(query_walk, by_query));
-    ASSERT_NO_THROW(run_forward(level_walk, by_level));
+    ASSERT_EQ(msda::sample_order(query_walk.forward_args(), by_query), SampleOrder::by_query);
+    ASSERT_EQ(msda::sample_order(query_walk.backward_args(), by_query), SampleOrder::by_query);
+    ASSERT_EQ(msda::sample_order(level_walk.forward_args(), by_level), SampleOrder::by_level);
+    ASSERT_EQ(msda::sample_order(level_walk.backward_args(), by_level), SampleOrder::by_level);
+    ASSERT_NO_THROW(run_both(query_walk, by_query));
+    ASSERT_NO_THROW(run_both(level_walk, by_level));
 
-    const std::vector<double> expected = msda::reference::forward(data.reference_problem());
-    EXPECT_TRUE(matches_reference("output (by_query)", query_walk.output.canonical(), expected));
-    EXPECT_TRUE(matches_reference("output (by_level)", level_walk.output.canonical(), expected));
-    EXPECT_TRUE(query_walk.output.outside_view_holds(msda::testing::kSentinel));
+    msda::testing::expect_matches_reference(data, msda::testing::canonical_results(query_walk));
+    msda::testing::expect_matches_reference(data, msda::testing::canonical_results(level_walk));
+    EXPECT_TRUE(
+        msda::testing::bitwise_equal("grad_value", query_walk.grad_value.bytes(), level_walk.grad_value.bytes()));
+    msda::testing::expect_nothing_written_outside_views(query_walk);
     expect_inputs_unchanged(query_walk, data);
 }
 
@@ -117,18 +129,19 @@ TEST_P(ByQueryGrid, IsDeterministic) {
     const ProblemSpec &spec = GetParam();
     SCOPED_TRACE(spec.describe());
     const ProblemData data(spec);
-    const msda::Options options = with_order(spec.options, ForwardOrder::by_query);
+    const msda::Options options = with_order(spec.options, SampleOrder::by_query);
     LibraryTensors one_thread(data), two_threads(data), planned(data);
     msda::set_num_threads(1);
-    ASSERT_NO_THROW(run_forward(one_thread, options));
+    ASSERT_NO_THROW(run_both(one_thread, options));
     msda::set_num_threads(2);
-    ASSERT_NO_THROW(run_forward(two_threads, options));
+    ASSERT_NO_THROW(run_both(two_threads, options));
     msda::set_num_threads(0);
-    const msda::Plan plan(msda::ProblemSize::of(planned.forward_args(), options), options);
+    const msda::Plan plan(msda::ProblemSize::of(planned.backward_args(), options), options);
     std::vector<std::byte> workspace(plan.workspace_size());
     ASSERT_NO_THROW(plan.forward(planned.forward_args(), workspace.data(), workspace.size()));
-    EXPECT_TRUE(msda::testing::bitwise_equal("output", one_thread.output.bytes(), two_threads.output.bytes()));
-    EXPECT_TRUE(msda::testing::bitwise_equal("output", one_thread.output.bytes(), planned.output.bytes()));
+    ASSERT_NO_THROW(plan.backward(planned.backward_args(), workspace.data(), workspace.size()));
+    msda::testing::expect_same_bits(one_thread, two_threads);
+    msda::testing::expect_same_bits(one_thread, planned);
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, ByQueryGrid, ::testing::ValuesIn(by_query_grid()),
@@ -184,7 +197,7 @@ std::vector<float> clustered_locations(const ProblemSpec &spec, double spread, s
 // automatic is by_query for clustered samples (all within 4 pixels), with
 // the by_query bits; by_level for samples scattered over the levels (the
 // grid's `inside` kind), with the by_level bits.
-TEST(AutomaticForwardOrder, FollowsTheClusteringOfTheSamples) {
+TEST(AutomaticSampleOrder, FollowsTheClusteringOfTheSamples) {
     ProblemSpec spec = large_levels();
     const ProblemData data(spec);
     for (bool clustered : {true, false}) {
@@ -195,29 +208,30 @@ TEST(AutomaticForwardOrder, FollowsTheClusteringOfTheSamples) {
             automatic.sampling_locations.set_canonical(locations);
             forced.sampling_locations.set_canonical(locations);
         }
-        const ForwardOrder expected = clustered ? ForwardOrder::by_query : ForwardOrder::by_level;
-        EXPECT_EQ(msda::forward_order(automatic.forward_args()), expected);
-        ASSERT_NO_THROW(run_forward(automatic, {}));
-        ASSERT_NO_THROW(run_forward(forced, with_order({}, expected)));
-        EXPECT_TRUE(msda::testing::bitwise_equal("output", automatic.output.bytes(), forced.output.bytes()));
+        const SampleOrder expected = clustered ? SampleOrder::by_query : SampleOrder::by_level;
+        EXPECT_EQ(msda::sample_order(automatic.forward_args()), expected);
+        EXPECT_EQ(msda::sample_order(automatic.backward_args()), expected);
+        ASSERT_NO_THROW(run_both(automatic, {}));
+        ASSERT_NO_THROW(run_both(forced, with_order({}, expected)));
+        msda::testing::expect_same_bits(automatic, forced);
     }
 }
 
 // The probe's threshold: 16 pixels along each axis at level 0.
-TEST(AutomaticForwardOrder, ClustersAreSixteenPixelsWide) {
+TEST(AutomaticSampleOrder, ClustersAreSixteenPixelsWide) {
     ProblemSpec spec = large_levels();
     const ProblemData data(spec);
     LibraryTensors tensors(data);
     tensors.sampling_locations.set_canonical(clustered_locations(spec, 15.0, 12));
-    EXPECT_EQ(msda::forward_order(tensors.forward_args()), ForwardOrder::by_query);
+    EXPECT_EQ(msda::sample_order(tensors.forward_args()), SampleOrder::by_query);
     tensors.sampling_locations.set_canonical(clustered_locations(spec, 40.0, 12));
-    EXPECT_EQ(msda::forward_order(tensors.forward_args()), ForwardOrder::by_level);
+    EXPECT_EQ(msda::sample_order(tensors.forward_args()), SampleOrder::by_level);
 }
 
 // A query with a non-finite level-0 location is not clustered: with three
 // queries in four holding a NaN or an Inf there (the probed ones among
 // them), automatic is by_level.
-TEST(AutomaticForwardOrder, NonFiniteLocationsAreNotClustered) {
+TEST(AutomaticSampleOrder, NonFiniteLocationsAreNotClustered) {
     ProblemSpec spec = large_levels();
     const ProblemData data(spec);
     std::vector<float> locations = clustered_locations(spec, 4.0, 13);
@@ -227,13 +241,13 @@ TEST(AutomaticForwardOrder, NonFiniteLocationsAreNotClustered) {
     }
     LibraryTensors tensors(data);
     tensors.sampling_locations.set_canonical(locations);
-    EXPECT_EQ(msda::forward_order(tensors.forward_args()), ForwardOrder::by_level);
+    EXPECT_EQ(msda::sample_order(tensors.forward_args()), SampleOrder::by_level);
 }
 
 // Clustered samples on levels of at most 1 MiB a head (DETR-like's 24 x 32
 // largest level: 96 KiB; 90 x 91 x 32 float32: 1023.75 KiB) stay by_level;
 // 91 x 91 (1035 KiB) is by_query.
-TEST(AutomaticForwardOrder, SmallLevelsStayByLevel) {
+TEST(AutomaticSampleOrder, SmallLevelsStayByLevel) {
     for (std::int64_t height : {0, 90, 91}) {
         ProblemSpec spec = height == 0 ? detr_like() : large_levels();
         if (height > 0) spec.levels[0] = {height, 91};
@@ -242,14 +256,14 @@ TEST(AutomaticForwardOrder, SmallLevelsStayByLevel) {
         const ProblemData data(spec);
         LibraryTensors tensors(data);
         tensors.sampling_locations.set_canonical(clustered_locations(spec, 4.0, 14));
-        EXPECT_EQ(msda::forward_order(tensors.forward_args()),
-                  height == 91 ? ForwardOrder::by_query : ForwardOrder::by_level);
+        EXPECT_EQ(msda::sample_order(tensors.forward_args()),
+                  height == 91 ? SampleOrder::by_query : SampleOrder::by_level);
     }
 }
 
 // by_query where no by-query variant serves the call, or the tensors do not
 // lie as it needs: the forward is by_level (and still correct).
-TEST(ForcedForwardOrder, FallsBackToByLevelWhereByQueryDoesNotExist) {
+TEST(ForcedSampleOrder, FallsBackToByLevelWhereByQueryDoesNotExist) {
     struct Case {
         const char *name;
         ProblemSpec spec;
@@ -281,32 +295,43 @@ TEST(ForcedForwardOrder, FallsBackToByLevelWhereByQueryDoesNotExist) {
         SCOPED_TRACE(c.name);
         const ProblemData data(c.spec);
         LibraryTensors tensors(data);
-        const msda::Options options = with_order(c.spec.options, ForwardOrder::by_query);
-        EXPECT_EQ(msda::forward_order(tensors.forward_args(), options), ForwardOrder::by_level);
+        msda::Options options = with_order(c.spec.options, SampleOrder::by_query);
+        EXPECT_EQ(msda::sample_order(tensors.forward_args(), options), SampleOrder::by_level);
         ASSERT_NO_THROW(run_forward(tensors, options));
+        msda::BackwardArgs backward = tensors.backward_args();
+        if (options.op == msda::Operator::gka) backward.grad_sampling_locations = {};
+        EXPECT_EQ(msda::sample_order(backward, options), SampleOrder::by_level);
+        ASSERT_NO_THROW(msda::backward(backward, options));
     }
     // The same tensors as the first case but C_h = 32: by_query exists.
     const ProblemData data(base);
+    const msda::Options by_query = with_order({}, SampleOrder::by_query);
     LibraryTensors tensors(data);
-    EXPECT_EQ(msda::forward_order(tensors.forward_args(), with_order({}, ForwardOrder::by_query)),
-              ForwardOrder::by_query);
+    EXPECT_EQ(msda::sample_order(tensors.forward_args(), by_query), SampleOrder::by_query);
+    EXPECT_EQ(msda::sample_order(tensors.backward_args(), by_query), SampleOrder::by_query);
+    // The backward's by-query walk computes both per-sample gradients
+    // together: one of them alone is by_level (the forward is unaffected).
+    for (bool locations : {true, false}) {
+        msda::Options one = by_query;
+        (locations ? one.grad_attention_weights : one.grad_sampling_locations) = false;
+        msda::BackwardArgs backward = tensors.backward_args();
+        (locations ? backward.grad_attention_weights : backward.grad_sampling_locations) = {};
+        EXPECT_EQ(msda::sample_order(backward, one), SampleOrder::by_level);
+        EXPECT_EQ(msda::sample_order(tensors.forward_args(), one), SampleOrder::by_query);
+    }
+    // Gradient views whose (l, p) blocks are padded: the backward is by_level.
+    const std::int64_t levels = static_cast<std::int64_t>(base.levels.size());
+    tensors.grad_attention_weights = msda::testing::StridedTensor(
+        {base.batch, base.queries, base.heads, levels, base.points}, {}, 1);
+    EXPECT_EQ(msda::sample_order(tensors.backward_args(), by_query), SampleOrder::by_level);
+    ASSERT_NO_THROW(msda::backward(tensors.backward_args(), by_query));
 }
 
-// Non-finite values, weights and locations: both orders give the same class
-// of value (NaN, the same Inf, finite) at every output element, and finite
-// elements within the float32 tolerance of each other.
-TEST(ForcedForwardOrder, NonFiniteInputsAgreeWithTheByLevelWalk) {
-    ProblemSpec spec = detr_like(40);
-    spec.locations = Locations::non_finite;
-    ProblemData data(spec);
-    for (std::size_t i = 0; i < data.value.size(); i += 997) data.value[i] = i % 2 ? kInf : kNaN;
-    for (std::size_t i = 5; i < data.attention_weights.size(); i += 101) {
-        data.attention_weights[i] = i % 3 ? -kInf : kNaN;
-    }
-    LibraryTensors query_walk(data), level_walk(data);
-    ASSERT_NO_THROW(run_forward(query_walk, with_order({}, ForwardOrder::by_query)));
-    ASSERT_NO_THROW(run_forward(level_walk, with_order({}, ForwardOrder::by_level)));
-    const std::vector<float> a = query_walk.output.canonical(), b = level_walk.output.canonical();
+// The same class of value (NaN, the same Inf, finite) at every element of a
+// and b, which hold some non-finite ones, and finite elements within the
+// float32 tolerance of b's largest finite magnitude.
+void expect_same_classes(const std::string &name, const std::vector<float> &a, const std::vector<float> &b) {
+    SCOPED_TRACE(name);
     ASSERT_EQ(a.size(), b.size());
     double largest = 0;
     std::int64_t non_finite = 0;
@@ -314,55 +339,79 @@ TEST(ForcedForwardOrder, NonFiniteInputsAgreeWithTheByLevelWalk) {
         if (std::isfinite(x)) largest = std::max(largest, static_cast<double>(std::abs(x)));
         non_finite += std::isfinite(x) ? 0 : 1;
     }
-    EXPECT_GT(non_finite, 0) << "the injected values reach some outputs";
+    EXPECT_GT(non_finite, 0) << "the injected values reach some elements";
+    std::int64_t mismatches = 0;
     for (std::size_t i = 0; i < a.size(); i++) {
-        SCOPED_TRACE("output[" + std::to_string(i) + "]");
-        if (std::isnan(b[i])) {
-            EXPECT_TRUE(std::isnan(a[i])) << a[i];
-        } else if (std::isinf(b[i])) {
-            EXPECT_EQ(a[i], b[i]);
-        } else {
-            EXPECT_NEAR(a[i], b[i], 1e-5 * largest);
-        }
+        const bool same = std::isnan(b[i])   ? std::isnan(a[i])
+                          : std::isinf(b[i]) ? a[i] == b[i]
+                                             : std::abs(static_cast<double>(a[i]) - b[i]) <= 1e-5 * largest;
+        if (!same && mismatches++ < 5) ADD_FAILURE() << "element " << i << ": " << a[i] << " vs " << b[i];
     }
+    EXPECT_EQ(mismatches, 0);
 }
 
-// The C API carries the order: its by_query and by_level calls give the C++
-// API's bits for the same order.
-TEST(ForwardOrderOption, TheCApiCarriesTheOrder) {
+// Non-finite values, weights, locations and output gradients: both orders
+// give the same class of value at every element of output and the
+// per-sample gradients, and the same bits of grad_value.
+TEST(ForcedSampleOrder, NonFiniteInputsAgreeWithTheByLevelWalk) {
+    ProblemSpec spec = detr_like(40);
+    spec.locations = Locations::non_finite;
+    ProblemData data(spec);
+    for (std::size_t i = 0; i < data.value.size(); i += 997) data.value[i] = i % 2 ? kInf : kNaN;
+    for (std::size_t i = 5; i < data.attention_weights.size(); i += 101) {
+        data.attention_weights[i] = i % 3 ? -kInf : kNaN;
+    }
+    for (std::size_t i = 3; i < data.grad_output.size(); i += 211) data.grad_output[i] = i % 2 ? kInf : kNaN;
+    LibraryTensors query_walk(data), level_walk(data);
+    ASSERT_NO_THROW(run_both(query_walk, with_order({}, SampleOrder::by_query)));
+    ASSERT_NO_THROW(run_both(level_walk, with_order({}, SampleOrder::by_level)));
+    expect_same_classes("output", query_walk.output.canonical(), level_walk.output.canonical());
+    expect_same_classes("grad_sampling_locations", query_walk.grad_sampling_locations.canonical(),
+                        level_walk.grad_sampling_locations.canonical());
+    expect_same_classes("grad_attention_weights", query_walk.grad_attention_weights.canonical(),
+                        level_walk.grad_attention_weights.canonical());
+    EXPECT_TRUE(
+        msda::testing::bitwise_equal("grad_value", query_walk.grad_value.bytes(), level_walk.grad_value.bytes()));
+}
+
+// The C API carries the order: its by_query and by_level forward and
+// backward give the C++ API's bits for the same order.
+TEST(SampleOrderOption, TheCApiCarriesTheOrder) {
     ProblemSpec spec = detr_like(24);
     const ProblemData data(spec);
-    for (ForwardOrder order : {ForwardOrder::by_query, ForwardOrder::by_level}) {
+    for (SampleOrder order : {SampleOrder::by_query, SampleOrder::by_level}) {
         LibraryTensors cpp(data), c(data);
-        ASSERT_NO_THROW(run_forward(cpp, with_order({}, order)));
+        ASSERT_NO_THROW(run_both(cpp, with_order({}, order)));
         msda_options c_options = msda_default_options();
-        c_options.forward_order = static_cast<msda_forward_order>(order);
-        const msda_forward_args c_args = msda::testing::to_c(c.forward_args());
-        ASSERT_EQ(msda_forward(&c_args, &c_options), MSDA_OK) << msda_last_error();
-        EXPECT_TRUE(msda::testing::bitwise_equal("output", c.output.bytes(), cpp.output.bytes()));
+        c_options.sample_order = static_cast<msda_sample_order>(order);
+        const msda_forward_args c_forward = msda::testing::to_c(c.forward_args());
+        const msda_backward_args c_backward = msda::testing::to_c(c.backward_args());
+        ASSERT_EQ(msda_forward(&c_forward, &c_options), MSDA_OK) << msda_last_error();
+        ASSERT_EQ(msda_backward(&c_backward, &c_options), MSDA_OK) << msda_last_error();
+        msda::testing::expect_same_bits(c, cpp);
     }
 }
 
 // An unknown order is an error naming the option, in both APIs.
-TEST(ForwardOrderOption, UnknownValuesAreErrors) {
+TEST(SampleOrderOption, UnknownValuesAreErrors) {
     const ProblemData data(detr_like(4));
     LibraryTensors tensors(data);
     msda::Options options;
-    options.forward_order = static_cast<ForwardOrder>(3);
+    options.sample_order = static_cast<SampleOrder>(3);
     try {
         msda::forward(tensors.forward_args(), options);
         ADD_FAILURE() << "no error";
     } catch (const msda::Error &error) {
-        EXPECT_NE(std::string(error.what()).find("forward_order"), std::string::npos) << error.what();
+        EXPECT_NE(std::string(error.what()).find("sample_order"), std::string::npos) << error.what();
     }
     EXPECT_TRUE(tensors.output.all_hold(msda::testing::kSentinel));
 
     msda_options c_options = msda_default_options();
-    EXPECT_EQ(c_options.forward_order, MSDA_FORWARD_ORDER_AUTOMATIC);
-    c_options.forward_order = static_cast<msda_forward_order>(-1);
+    EXPECT_EQ(c_options.sample_order, MSDA_SAMPLE_ORDER_AUTOMATIC);
+    c_options.sample_order = static_cast<msda_sample_order>(-1);
     const msda_forward_args c_args = msda::testing::to_c(tensors.forward_args());
     EXPECT_NE(msda_forward(&c_args, &c_options), MSDA_OK);
-    EXPECT_NE(std::string(msda_last_error()).find("forward_order"), std::string::npos) << msda_last_error();
+    EXPECT_NE(std::string(msda_last_error()).find("sample_order"), std::string::npos) << msda_last_error();
     EXPECT_TRUE(tensors.output.all_hold(msda::testing::kSentinel));
 }
 
