@@ -28,9 +28,9 @@
 //                        the workspace first; never keeps value as given
 //   --sample-order automatic|by_level|by_query
 //                        msda::Options::sample_order of every msda plan
-//                        (default automatic); each msda row that runs the
-//                        forward records the order taken in its
-//                        by_query counter (1 or 0)
+//                        (default automatic); each msda row records in its
+//                        by_query counter whether the passes it times
+//                        walked the samples query by query (1) or not (0)
 //   --one-shot           time msda's one-shot calls (msda::forward and
 //                        msda::backward, their workspace from msda's cache)
 //                        instead of a Plan with the bench's own workspace
@@ -318,9 +318,13 @@ public:
         workspace_.resize(plan_->workspace_size());
     }
     void use_one_shot_calls() { one_shot_ = true; }
-    // Whether the forward walks its samples query by query.
-    bool by_query() const {
+    // Whether the forward, and the backward's per-sample gradients, walk
+    // the samples query by query (Options::sample_order).
+    bool forward_by_query() const {
         return msda::sample_order(forward_, options_) == msda::SampleOrder::by_query;
+    }
+    bool backward_by_query() const {
+        return msda::sample_order(backward_, options_) == msda::SampleOrder::by_query;
     }
     void forward() {
         if (one_shot_) return msda::forward(forward_, options_);
@@ -584,7 +588,10 @@ void run_msda(benchmark::State &state, const Shape &shape, Distribution distribu
         if (op != Operator::forward) runner.backward();
     });
     set_counters(state, shape, distribution, op, msda_name(dtype), seconds, dtype);
-    if (op != Operator::backward) state.counters["by_query"] = runner.by_query() ? 1 : 0;
+    // The order of the passes this row times: 1 when all walk by query.
+    const bool by_query = (op == Operator::backward || runner.forward_by_query()) &&
+                          (op == Operator::forward || runner.backward_by_query());
+    state.counters["by_query"] = by_query ? 1 : 0;
 }
 
 void run_peer(benchmark::State &state, const Shape &shape, Distribution distribution, Operator op,

@@ -11,11 +11,12 @@ JSON records them) from the JSON's context, then one row per (shape,
 distribution), in the order the JSON lists them, with for each operator:
 msda's time in ms, its floor ratio (with the bound that sets the floor),
 grid_sample's time over msda's and cuda_port's time over msda's; msda's
-backward time over its forward time; and the order msda's forward walked
-the samples in (its by_query counter). With repetitions the median
-aggregates are used, otherwise the iteration rows (the median of them if a benchmark has several). Times are
-real_time, converted from each row's time_unit: the bench times itself
-(manual time).
+backward time over its forward time; and the orders msda's forward and
+backward walked the samples in (their by_query counters). With
+repetitions the median aggregates are used, otherwise the iteration rows
+(the median of them if a benchmark has several). Times are real_time,
+converted from each row's time_unit: the bench times itself (manual
+time).
 
 Where the JSON has half-precision rows (implementations msda_f16 and
 msda_bf16, on M0 and G), a second table follows, "Half precision (M0, G)":
@@ -176,7 +177,7 @@ def header(data):
         text += "; relayout " + context["relayout"]
     if "sample_order" in context:
         # msda_bench's --sample-order (absent from older benches' JSON).
-        text += "; forward order " + context["sample_order"]
+        text += "; sample order " + context["sample_order"]
     if context.get("msda_calls") == "one-shot":
         # msda_bench --one-shot: msda::forward/backward instead of a Plan.
         text += "; msda one-shot calls"
@@ -209,7 +210,7 @@ def table(results, order):
     for op in OPS:
         short = OP_SHORT[op]
         columns += ["%s ms" % short, "%s floor" % short, "%s vs gs" % short, "%s vs port" % short]
-    columns += ["bwd/fwd", "fwd order"]
+    columns += ["bwd/fwd", "order"]
     lines = ["| " + " | ".join(columns) + " |",
              "|" + "|".join(["---"] * 2 + ["--:"] * (len(columns) - 3) + ["---"]) + "|"]
     for shape, distribution in order:
@@ -234,18 +235,21 @@ def table(results, order):
         lines.append("| " + " | ".join(cells) + " |")
     legend = ("ms: msda's time. floor: msda's time over the floor (bench/README.md), with the bound that sets "
               "it. vs gs, vs port: the grid_sample and cuda_port peers' times over msda's (- where a peer did "
-              "not run). bwd/fwd: msda's backward time over its forward time. fwd order: the order msda's forward "
-              "walked the samples in (Options::sample_order; - where the JSON does not record it).")
+              "not run). bwd/fwd: msda's backward time over its forward time. order: how msda's forward / backward "
+              "walked the samples (Options::sample_order: by query or by level; one word when both agree; - "
+              "where the JSON does not record it).")
     return "\n".join(lines) + "\n\n" + legend
 
 
 def sample_order(results, shape, distribution):
-    """by_query or by_level, from the forward row's by_query counter."""
-    msda = results.get(("forward", shape, distribution, "msda"))
-    flag = None if msda is None else msda.counters.get("by_query")
-    if flag is None:
-        return "-"
-    return "by_query" if flag >= 0.5 else "by_level"
+    """The orders of msda's forward and backward (their rows' by_query
+    counters): "query", "level", or "query / level" when they differ."""
+    orders = []
+    for op in ("forward", "backward"):
+        msda = results.get((op, shape, distribution, "msda"))
+        flag = None if msda is None else msda.counters.get("by_query")
+        orders.append("-" if flag is None else "query" if flag >= 0.5 else "level")
+    return orders[0] if orders[0] == orders[1] else " / ".join(orders)
 
 
 def vs_f32(results, op, shape, distribution, implementation):
@@ -321,7 +325,6 @@ def gka_table(results, gka_order):
                 speedup = peer.ms / msda.ms if peer is not None and msda.ms > 0 else None
             cells.append("-" if speedup is None else format_ratio(speedup))
         cells.append(backward_over_forward(results, shape, distribution))
-        cells.append(sample_order(results, shape, distribution))
         lines.append("| " + " | ".join(cells) + " |")
     legend = ("ms: msda's GKA time (floor rounding, float32). vs gka_torch: the gka_torch peer's time (LibTorch "
               "gather and weighted sum, backward through autograd) over msda's (- where the peer did not run). "

@@ -80,9 +80,9 @@ enum class Relayout : int { automatic = 0, always = 1, never = 2 };
 // query by query, each head's levels and points together (best when a
 // query's samples lie close together, as in encoders and decoders that
 // refine reference points). It exists for float32 MSDA with C_h = 32 and
-// (N_l, N_p) of (4, 4), (3, 4) or (4, 8) (the backward's: when both
-// per-sample gradients are asked for), with sampling_locations in the
-// BQHLP2 layout and the (N_l, N_p, 2) and (N_l, N_p) blocks of
+// (N_l, N_p) of (4, 4), (3, 4) or (4, 8) (the backward's: (4, 4) or (4, 8),
+// when both per-sample gradients are asked for), with sampling_locations in
+// the BQHLP2 layout and the (N_l, N_p, 2) and (N_l, N_p) blocks of
 // sampling_locations, attention_weights and their gradients dense (outer
 // strides are free); elsewhere the order is by_level whatever is asked.
 // automatic: by_query where it exists, one head's largest level holds more
