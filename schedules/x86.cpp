@@ -1,10 +1,12 @@
-// x86 schedules. Work is split into parallel tasks over query tiles (forward,
-// per-sample gradients) or over (batch, head) slices of grad_value (the
-// scatter), and vectorised over channels, with a guarded tail when C_h is not
-// a multiple of the vector width. These are the straightforward shapes;
-// tuning against benchmarks and the machine's floor is still to come. A
-// profile of the demo shows all three kernels waiting on corner-row loads
-// (and grad_value's read-modify-writes), not on arithmetic.
+// x86 schedules. Work is split into parallel tasks over runs of queries
+// (forward, per-sample gradients) or over (batch, head) slices of grad_value
+// (the scatter), and vectorised over channels, with a guarded tail when C_h
+// is not a multiple of the vector width. Two walks of the samples
+// (Options::sample_order): by level (head by head, level by level over
+// tiles of queries, the per-sample tables vectorised across a tile's
+// queries) for any sizes, and by query (query by query, a (query, head)'s
+// levels and points as one vector) for compile-time N_l and N_p. README's
+// Performance section says where each one's time goes.
 #include "schedules.h"
 
 namespace msda::schedules::x86 {
@@ -141,9 +143,10 @@ void schedule_forward_by_query(const Target &target, ForwardPipeline &f, const T
 
 // Four dot products over channels per sample, in one pass: partial sums
 // are kept per vector lane (rfactor), then each is reduced across lanes
-// once, the corner dots computed at `at` and walked with `inner` innermost
-// of the samples. Eight lanes: the four corners' partial sums are then
-// reduced together in one short shuffle tree (sixteen made four long ones).
+// once. The corner dots are computed at `at`, their update walking the
+// samples in `order` (innermost first). Eight lanes: the four corners'
+// partial sums are then reduced together in one short shuffle tree
+// (sixteen made four long ones).
 void corner_dots_by_lanes(GradSamplePipeline &f, const Tunables &tunables, int width, const LoopLevel &at,
                           const std::vector<VarOrRVar> &order) {
     RVar channel_outer("channel_outer"), channel_lane("channel_lane");

@@ -409,8 +409,8 @@ bool dense_weights(const TensorView &t, const ProblemSize &size) {
     return t.strides[4] == 1 && t.strides[3] == size.points;
 }
 
-// The automatic order's probe: whether most of up to kProbes queries, spread
-// evenly over the call's (batch, query) pairs, have all their level-0 samples
+// The automatic order's probe: whether most of up to kProbes queries, evenly
+// spaced over the call's (batch, query) pairs, have all their level-0 samples
 // (every head and point) within kNeighbourhood pixels of each other along
 // each axis. A query with a non-finite level-0 location does not count as
 // clustered. Reads float32 BQHLP2 locations (a by-query variant exists for
@@ -425,7 +425,7 @@ bool queries_sample_neighbourhoods(const TensorView &locations, const ProblemSiz
     const std::int64_t probes = std::min(kProbes, pairs);
     std::int64_t clustered = 0;
     for (std::int64_t i = 0; i < probes; i++) {
-        const std::int64_t pair = i * pairs / probes;
+        const std::int64_t pair = i * (pairs / probes);
         const std::int64_t b = pair / size.queries, q = pair % size.queries;
         double min_x = 0, max_x = 0, min_y = 0, max_y = 0;
         bool finite = true;
@@ -471,10 +471,6 @@ void forward_in_order(const Kernels &kernels, const ForwardArgs &args, const Opt
     stage_value(in, size, workspace_layout(size, options), workspace);
     call(*kernels.forward, in, output.get());
 }
-
-}  // namespace
-
-namespace {
 
 // Options::sample_order for a call whose by-query variant exists and whose
 // tensors it can read.
@@ -567,29 +563,23 @@ void backward_in_order(const Kernels &kernels, const BackwardArgs &args, const O
         }
     }
     if (kernels.grad_sample == nullptr) return;
-    if (by_query) {
-        // Both per-sample gradients, value read in the caller's layout (see
-        // schedule_grad_sample_by_query).
+    // The by-query variant (both per-sample gradients) reads value in the
+    // caller's layout (see schedule_grad_sample_by_query).
+    const Variant &per_sample = by_query ? *kernels.grad_sample_by_query : *kernels.grad_sample;
+    if (!by_query) stage_value(in, size, layout, workspace);
+    if (per_sample.kind == Kind::grad_attention_weights) {
         HalideBuffer weights = weight_buffer(args.grad_attention_weights);
-        HalideBuffer x = location_plane(args.grad_sampling_locations, options.locations_layout, 0);
-        HalideBuffer y = location_plane(args.grad_sampling_locations, options.locations_layout, 1);
-        call(*kernels.grad_sample_by_query, in, grad_output.get(), weights.get(), x.get(), y.get());
-        return;
-    }
-    stage_value(in, size, layout, workspace);
-    if (kernels.grad_sample->kind == Kind::grad_attention_weights) {
-        HalideBuffer weights = weight_buffer(args.grad_attention_weights);
-        call(*kernels.grad_sample, in, grad_output.get(), weights.get());
+        call(per_sample, in, grad_output.get(), weights.get());
         return;
     }
     HalideBuffer x = location_plane(args.grad_sampling_locations, options.locations_layout, 0);
     HalideBuffer y = location_plane(args.grad_sampling_locations, options.locations_layout, 1);
-    if (kernels.grad_sample->kind == Kind::grad_sampling_locations) {
-        call(*kernels.grad_sample, in, grad_output.get(), x.get(), y.get());
+    if (per_sample.kind == Kind::grad_sampling_locations) {
+        call(per_sample, in, grad_output.get(), x.get(), y.get());
         return;
     }
     HalideBuffer weights = weight_buffer(args.grad_attention_weights);
-    call(*kernels.grad_sample, in, grad_output.get(), weights.get(), x.get(), y.get());
+    call(per_sample, in, grad_output.get(), weights.get(), x.get(), y.get());
 }
 
 }  // namespace
