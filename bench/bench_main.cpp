@@ -51,6 +51,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "floor.h"
@@ -88,20 +89,33 @@ const char *dtype_id(msda::DType dtype) {
     }
 }
 
-const char *sample_order_name(msda::SampleOrder order) {
-    switch (order) {
-    case msda::SampleOrder::by_level: return "by_level";
-    case msda::SampleOrder::by_query: return "by_query";
-    default: return "automatic";
-    }
+// The values of an enum option (--relayout, --sample-order) by name.
+template <typename Enum>
+using Choices = std::vector<std::pair<std::string, Enum>>;
+
+const Choices<msda::Relayout> kRelayouts = {
+    {"automatic", msda::Relayout::automatic}, {"always", msda::Relayout::always}, {"never", msda::Relayout::never}};
+const Choices<msda::SampleOrder> kSampleOrders = {{"automatic", msda::SampleOrder::automatic},
+                                                  {"by_level", msda::SampleOrder::by_level},
+                                                  {"by_query", msda::SampleOrder::by_query}};
+
+template <typename Enum>
+std::string choice_name(const Choices<Enum> &choices, Enum value) {
+    for (const auto &[name, choice] : choices)
+        if (choice == value) return name;
+    return "?";
 }
 
-const char *relayout_name(msda::Relayout relayout) {
-    switch (relayout) {
-    case msda::Relayout::always: return "always";
-    case msda::Relayout::never: return "never";
-    default: return "automatic";
+// The value named `text`, or a usage error (exit code 2) naming the choices.
+template <typename Enum>
+Enum parse_choice(const char *option, const Choices<Enum> &choices, const std::string &text) {
+    std::string names;
+    for (const auto &[name, choice] : choices) {
+        if (name == text) return choice;
+        names += (names.empty() ? "" : ", ") + name;
     }
+    std::fprintf(stderr, "msda_bench: %s takes %s, not %s\n", option, names.c_str(), text.c_str());
+    std::exit(2);
 }
 
 // Bytes of one element of the tensors stored in `dtype` (value,
@@ -184,29 +198,9 @@ Settings parse_settings(int &argc, char **argv) {
                 }
             }
         } else if (auto v = value("--relayout")) {
-            if (*v == "automatic") {
-                settings.relayout = msda::Relayout::automatic;
-            } else if (*v == "always") {
-                settings.relayout = msda::Relayout::always;
-            } else if (*v == "never") {
-                settings.relayout = msda::Relayout::never;
-            } else {
-                std::fprintf(stderr, "msda_bench: --relayout takes automatic, always or never, not %s\n",
-                             v->c_str());
-                std::exit(2);
-            }
+            settings.relayout = parse_choice("--relayout", kRelayouts, *v);
         } else if (auto v = value("--sample-order")) {
-            if (*v == "automatic") {
-                settings.sample_order = msda::SampleOrder::automatic;
-            } else if (*v == "by_level") {
-                settings.sample_order = msda::SampleOrder::by_level;
-            } else if (*v == "by_query") {
-                settings.sample_order = msda::SampleOrder::by_query;
-            } else {
-                std::fprintf(stderr, "msda_bench: --sample-order takes automatic, by_level or by_query, not %s\n",
-                             v->c_str());
-                std::exit(2);
-            }
+            settings.sample_order = parse_choice("--sample-order", kSampleOrders, *v);
         } else if (arg == "--one-shot") {
             settings.one_shot = true;
         } else if (arg == "--check-only") {
@@ -669,8 +663,8 @@ void add_machine_context(const FloorModel &floor, const Settings &settings) {
         return std::string(buffer);
     };
     benchmark::AddCustomContext("threads", std::to_string(threads));
-    benchmark::AddCustomContext("relayout", relayout_name(settings.relayout));
-    benchmark::AddCustomContext("sample_order", sample_order_name(settings.sample_order));
+    benchmark::AddCustomContext("relayout", choice_name(kRelayouts, settings.relayout));
+    benchmark::AddCustomContext("sample_order", choice_name(kSampleOrders, settings.sample_order));
     benchmark::AddCustomContext("msda_calls", settings.one_shot ? "one-shot" : "plan");
     benchmark::AddCustomContext("probe_fma_gflops", text(r.fma_flops_per_s / 1e9));
     benchmark::AddCustomContext("probe_l1_GBps", text(r.l1_bytes_per_s / 1e9));
