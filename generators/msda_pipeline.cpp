@@ -82,7 +82,7 @@ CornerLayout CornerLayout::of(CornerTable table, Operator op) {
             layout.weight = 1, layout.mask = 2, layout.fields = 3;
             break;
         case CornerTable::scatter:
-            layout.weight = 1, layout.mask = 2, layout.attention = 3, layout.fields = 4;
+            layout.weight = 1, layout.mask = 2, layout.fields = 3;
             break;
         case CornerTable::sample:
             layout.mask = 1, layout.attention = 2, layout.fields = 3;
@@ -95,7 +95,7 @@ CornerLayout CornerLayout::of(CornerTable table, Operator op) {
         layout.weight = 4, layout.mask = 8, layout.fields = 9;
         break;
     case CornerTable::scatter:
-        layout.weight = 4, layout.mask = 8, layout.attention = 9, layout.fields = 10;
+        layout.weight = 4, layout.mask = 8, layout.fields = 9;
         break;
     case CornerTable::sample:
         layout.mask = 4, layout.attention = 5, layout.fx = 6, layout.fy = 7, layout.scale_x = 8, layout.scale_y = 9;
@@ -107,13 +107,11 @@ CornerLayout CornerLayout::of(CornerTable table, Operator op) {
 
 namespace {
 
-// GKA's table: one read, weighted by the attention weight (forward) or by 1
-// (the scatter multiplies by the attention weight itself).
-std::vector<Expr> nearest_fields(const MsdaInputs &in, const Tuple &g, const CornerLayout &layout,
-                                 CornerTable table) {
+// GKA's table: one read, weighted by the attention weight.
+std::vector<Expr> nearest_fields(const MsdaInputs &in, const Tuple &g, const CornerLayout &layout) {
     std::vector<Expr> fields(layout.fields);
     fields[0] = reinterpret<float>(clamp(g[kNearestRow], 0, in.rows - 1));
-    if (layout.weight >= 0) fields[layout.weight] = table == CornerTable::forward ? g[kNearestAttention] : 1.0f;
+    if (layout.weight >= 0) fields[layout.weight] = g[kNearestAttention];
     fields[layout.mask] = reinterpret<float>(g[kNearestMask]);
     if (layout.attention >= 0) fields[layout.attention] = g[kNearestAttention];
     return fields;
@@ -127,7 +125,7 @@ Func corner_table(const MsdaInputs &in, const MsdaVars &v, const Func &geometry,
     Tuple g = geometry(v.p, v.l, v.h, v.q, v.b);
     Func corners("corners");
     if (in.op == Operator::gka) {
-        corners(field, v.p, v.l, v.h, v.q, v.b) = mux(field, nearest_fields(in, g, layout, table));
+        corners(field, v.p, v.l, v.h, v.q, v.b) = mux(field, nearest_fields(in, g, layout));
         return corners;
     }
     std::vector<Expr> fields(layout.fields);
@@ -138,6 +136,9 @@ Func corner_table(const MsdaInputs &in, const MsdaVars &v, const Func &geometry,
         if (table == CornerTable::forward) {
             // A zero weight stays exactly zero (never a * 0, NaN for a = Inf).
             w = strict_float(select(w == 0.0f, 0.0f, g[kAttention] * w));
+        } else {
+            // The scatter's a * w, as its contributions (a * w) * g use it.
+            w = g[kAttention] * w;
         }
         fields[layout.weight + corner] = w;
     }
@@ -227,7 +228,7 @@ GradValuePipeline build_grad_value(const MsdaInputs &in, const Func &grad_output
     // adds nothing (not 0 * g, which a non-finite g would turn into NaN).
     const CornerEntry corners{f.corners, f.layout, {p, l, v.h, q, v.b}};
     f.grad_rows = grad_rows(grad_output, v);
-    Expr contribution = corners.attention() * corners.weight(corner) * f.grad_rows(v.c, v.h, q, v.b);
+    Expr contribution = corners.weight(corner) * f.grad_rows(v.c, v.h, q, v.b);
     f.grad_value = Func("grad_value");
     f.grad_value(v.c, v.h, f.row, v.b) = 0.0f;
     f.grad_value(v.c, v.h, corners.row(corner, in), v.b) +=

@@ -82,15 +82,14 @@ Halide::Expr geometry_read_row(const Halide::Tuple &geometry, const MsdaInputs &
 //   forward: 0-3 the rows the corners are read from (clamped into [0, L-1],
 //            int32 bits), 4-7 their read weights times the attention weight,
 //            8 the mask of corners inside the level (int32 bits)
-//   scatter: the same with plain read weights, and 9 the attention weight
-//            (0 for a sample that does not count)
+//   scatter: the same with the read weights times the attention weight
+//            unguarded (a * w, NaN for a = Inf and w = 0, as a * w * g is)
 //   sample:  0-3 the rows, 4 the mask, 5 the attention weight, 6-7 the
 //            fractions fx, fy, 8-9 the gradient scales
-// GKA's tables have one corner: forward 0 the row, 1 the attention weight
-// (0 for a sample that does not count), 2 the mask; scatter 0 the row, 1 the
-// weight 1, 2 the mask, 3 the attention weight; sample 0 the row, 1 the
-// mask, 2 the attention weight. The mask is nonzero exactly when the sample
-// counts (for GKA: neither coordinate is NaN).
+// GKA's tables have one corner: forward and scatter 0 the row, 1 the
+// attention weight (0 for a sample that does not count), 2 the mask; sample
+// 0 the row, 1 the mask, 2 the attention weight. The mask is nonzero
+// exactly when the sample counts (for GKA: neither coordinate is NaN).
 // Read a table through CornerEntry.
 enum class CornerTable { forward, scatter, sample };
 struct CornerLayout {
