@@ -248,7 +248,6 @@ GradSamplePipeline build_grad_sample(const MsdaInputs &in, const Func &grad_outp
     f.geometry = operator_geometry(in, v, &f.geometry_stages);
     f.layout = CornerLayout::of(CornerTable::sample, in.op);
     f.channel = RDom(0, in.channels, "channel");
-    const int corner_count = f.layout.corners;
 
     // <g, V> at the corners' reads (four for MSDA, one for GKA) in one pass
     // over the channels, with no mask in the channel loop: every read is in
@@ -261,19 +260,12 @@ GradSamplePipeline build_grad_sample(const MsdaInputs &in, const Func &grad_outp
     const CornerEntry corners{f.corners, f.layout, {v.p, v.l, v.h, v.q, v.b}};
     Expr mask = corners.mask(), attention = corners.attention();
     f.corner_dots = Func("corner_dots");
-    f.corner_dots(v.p, v.l, v.h, v.q, v.b) = Tuple(std::vector<Expr>(corner_count, 0.0f));
+    const Var &corner = f.corner;
+    f.corner_dots(corner, v.p, v.l, v.h, v.q, v.b) = 0.0f;
     f.grad_rows = grad_rows(grad_output, v);
     Expr g = f.grad_rows(f.channel, v.h, v.q, v.b);
-    // One dot per corner (a Func of one value when there is one corner).
-    auto dot_of = [&](int corner) {
-        FuncRef sample = f.corner_dots(v.p, v.l, v.h, v.q, v.b);
-        return corner_count == 1 ? Expr(sample) : Expr(sample[corner]);
-    };
-    std::vector<Expr> updated;
-    for (int corner = 0; corner < corner_count; corner++) {
-        updated.push_back(dot_of(corner) + g * in.value(f.channel, v.h, corners.row(corner, in), v.b));
-    }
-    f.corner_dots(v.p, v.l, v.h, v.q, v.b) = corner_count == 1 ? Tuple(updated[0]) : Tuple(updated);
+    f.corner_dots(corner, v.p, v.l, v.h, v.q, v.b) += g * in.value(f.channel, v.h, corners.row(corner, in), v.b);
+    auto dot_of = [&](int k) { return f.corner_dots(k, v.p, v.l, v.h, v.q, v.b); };
 
     f.grads = Func("grads");
     if (in.op == Operator::gka) {

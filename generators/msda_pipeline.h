@@ -159,7 +159,8 @@ struct GradSamplePipeline {
     Halide::Func geometry;
     std::vector<Halide::Func> geometry_stages;
     Halide::Func grad_rows;    // (c, h, q, b): grad_output, as read (a schedule may stage it)
-    Halide::Func corner_dots;  // (p, l, h, q, b) -> Tuple of 4 dots, a reduction over channel
+    Halide::Var corner{"corner"};
+    Halide::Func corner_dots;  // (corner, p, l, h, q, b): <g, V> at the corner's read, a reduction over channel
     Halide::RDom channel;      // (c)
     Halide::Func grads;        // (p, l, h, q, b) -> Tuple of the asked-for gradients, stored types
 };
