@@ -193,8 +193,9 @@ ForwardPipeline build_forward(const MsdaInputs &in) {
     // a * S = sum over corners of (a * w) * V, with a * w in the table. Every
     // read of a counting sample is inside its level (the reads and weights of
     // corners outside it are redirected and split, see sample_geometry), so
-    // only a sample that does not count is masked, as a whole: its reads are
-    // meaningless, and must not become 0 * NaN. Folding a into the weights
+    // only a sample that does not count is left out, as a whole (the sum's
+    // domain excludes it, a branch rather than a mask per sample): its reads
+    // are meaningless, and must not become 0 * NaN. Folding a into the weights
     // equals a * S for every finite a (up to rounding) and for a = +-Inf
     // whenever S has one sign; an infinite attention weight on a sample whose
     // corners have values of both signs gives NaN where a * S would be Inf.
@@ -205,7 +206,8 @@ ForwardPipeline build_forward(const MsdaInputs &in) {
     }
     f.accumulated = Func("accumulated");
     f.accumulated(v.c, v.h, v.q, v.b) = 0.0f;
-    f.accumulated(v.c, v.h, v.q, v.b) += select(algebra::sample_counts(corners.mask()), sample, 0.0f);
+    f.sum_over.where(algebra::sample_counts(corners.mask()));
+    f.accumulated(v.c, v.h, v.q, v.b) += sample;
     f.output = Func("output");
     f.output(v.c, v.h, v.q, v.b) = cast(in.storage, f.accumulated(v.c, v.h, v.q, v.b));
     return f;
