@@ -128,14 +128,29 @@ void schedule_forward_by_query(const Target &target, ForwardPipeline &f, const T
     vectorize_channels(f.output, v.c, width, tunables.channels);
 
     const LoopLevel head(f.output, v.h);
+    const bool whole_vectors = tunables.channels > 0 && tunables.channels % width == 0;
+    // One running sum per point (rfactor), each over the levels, then the
+    // points' sums added: a sample's multiply-adds chain into its point's
+    // sum, so the points' chains overlap (one sum for all sixteen samples
+    // made the forward wait on multiply-add latency).
+    Var point("point");
+    Func by_point = f.accumulated.update().rfactor(f.sum_over.x, point);
     f.accumulated.compute_at(head);
     vectorize_channels(f.accumulated, v.c, width, tunables.channels);
     Stage accumulate = f.accumulated.update();
-    accumulate.reorder(v.c, f.sum_over.x, f.sum_over.y).unroll(f.sum_over.x);
+    accumulate.reorder(v.c, f.sum_over.x).unroll(f.sum_over.x);
     vectorize_channels(accumulate, v.c, width, tunables.channels);
-    if (tunables.channels > 0 && tunables.channels % width == 0) {
+    by_point.compute_at(head).bound(point, 0, tunables.points).reorder_storage(v.c, point).reorder(v.c, point);
+    vectorize_channels(by_point, v.c, width, tunables.channels);
+    by_point.unroll(point);
+    Stage by_point_update = by_point.update();
+    by_point_update.reorder(v.c, point, f.sum_over.y).unroll(point);
+    vectorize_channels(by_point_update, v.c, width, tunables.channels);
+    if (whole_vectors) {
         f.accumulated.unroll(v.c);
         accumulate.unroll(v.c);
+        by_point.unroll(v.c);
+        by_point_update.unroll(v.c);
     }
     tables_per_query_head(f.corners, f.geometry_stages, f.field, v, head, LoopLevel(f.output, task),
                           f.layout.fields);
