@@ -183,6 +183,7 @@ Func grad_rows(const Func &grad_output, const MsdaVars &v) {
 ForwardPipeline build_forward(const MsdaInputs &in) {
     ForwardPipeline f;
     f.vars.queries = in.queries;
+    if (in.op == Operator::msda) f.vars.usual_sampling = !in.align_corners && !in.border;
     const MsdaVars &v = f.vars;
     f.geometry = operator_geometry(in, v, &f.geometry_stages);
     f.layout = CornerLayout::of(CornerTable::forward, in.op);
@@ -216,6 +217,7 @@ ForwardPipeline build_forward(const MsdaInputs &in) {
 GradValuePipeline build_grad_value(const MsdaInputs &in, const Func &grad_output) {
     GradValuePipeline f;
     f.vars.queries = in.queries;
+    if (in.op == Operator::msda) f.vars.usual_sampling = !in.align_corners && !in.border;
     const MsdaVars &v = f.vars;
     f.geometry = operator_geometry(in, v, &f.geometry_stages);
     f.layout = CornerLayout::of(CornerTable::scatter, in.op);
@@ -246,6 +248,7 @@ GradSamplePipeline build_grad_sample(const MsdaInputs &in, const Func &grad_outp
                                      SampleGradients which) {
     GradSamplePipeline f;
     f.vars.queries = in.queries;
+    if (in.op == Operator::msda) f.vars.usual_sampling = !in.align_corners && !in.border;
     const MsdaVars &v = f.vars;
     f.geometry = operator_geometry(in, v, &f.geometry_stages);
     f.layout = CornerLayout::of(CornerTable::sample, in.op);

@@ -39,6 +39,9 @@ struct MsdaInputs {
 struct MsdaVars {
     Halide::Var c{"c"}, h{"h"}, q{"q"}, b{"b"}, p{"p"}, l{"l"};
     Halide::Expr queries;  // N_q, for schedules that size their tasks by it
+    // MSDA's usual sampling (align_corners and border both off), a run-time
+    // condition a schedule may specialize on; undefined for GKA.
+    Halide::Expr usual_sampling;
 };
 
 // Per-sample geometry of MSDA's bilinear samples, one Tuple per (p, l, h, q, b):
