@@ -244,15 +244,18 @@ void schedule_forward(const Target &target, ForwardPipeline &f, const Tunables &
 
     // The sums of one head over the task's queries, level by level: one
     // level's slice of one head is the working set while its samples are
-    // gathered (it fits in L2 where the whole head would not), and the sums
-    // are read and written once per (query, level).
+    // gathered (it fits in L2 where the whole head would not). Inside a
+    // tile, point by point over its queries: consecutive samples add into
+    // different queries' sums, so their multiply-adds do not wait on each
+    // other (points innermost, the sums staying in registers per query, was
+    // 3-9% slower).
     f.accumulated.compute_at(f.output, v.h);
     vectorize_channels(f.accumulated, v.c, width, tunables.channels);
     Stage accumulate = f.accumulated.update();
     RVar point = f.sum_over.x, level = f.sum_over.y;
     Var query_tile("query_tile"), query("query");
     accumulate.split(v.q, query_tile, query, tile, TailStrategy::GuardWithIf)
-        .reorder(v.c, point, query, query_tile, level);
+        .reorder(v.c, query, point, query_tile, level);
     vectorize_channels(accumulate, v.c, width, tunables.channels);
     if (tunables.channels > 0 && tunables.channels % width == 0) {
         f.accumulated.unroll(v.c);
