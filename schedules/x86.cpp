@@ -174,14 +174,24 @@ void corner_dots_by_lanes(GradSamplePipeline &f, const Tunables &tunables, int w
     const MsdaVars &v = f.vars;
     RVar channel_outer("channel_outer"), channel_lane("channel_lane");
     Var lane("lane");
+    // GKA's one dot a sample: eight lanes, reduced as scalars (sixteen
+    // lanes in a vector reduction made its per-sample pass 1.5x slower).
+    const bool one_corner = f.layout.corners == 1;
+    const int lanes = one_corner ? std::min(width, 8) : width;
     Func partial = f.corner_dots.update()
-                       .split(f.channel.x, channel_outer, channel_lane, width, TailStrategy::GuardWithIf)
+                       .split(f.channel.x, channel_outer, channel_lane, lanes, TailStrategy::GuardWithIf)
                        .rfactor(channel_lane, lane);
-    f.corner_dots.compute_at(at).bound(f.corner, 0, f.layout.corners).vectorize(f.corner);
+    f.corner_dots.compute_at(at).bound(f.corner, 0, f.layout.corners);
     std::vector<VarOrRVar> loops = {channel_lane, f.corner};
     loops.insert(loops.end(), order.begin(), order.end());
     Stage reduce = f.corner_dots.update();
-    reduce.reorder(loops).atomic().vectorize(channel_lane).vectorize(f.corner);
+    reduce.reorder(loops);
+    if (one_corner) {
+        reduce.unroll(channel_lane);
+    } else {
+        f.corner_dots.vectorize(f.corner);
+        reduce.atomic().vectorize(channel_lane).vectorize(f.corner);
+    }
     partial.reorder_storage(lane, f.corner, v.p).reorder(lane, f.corner, v.p).vectorize(lane).unroll(f.corner);
     partial.update().reorder(lane, f.corner, v.p, channel_outer).vectorize(lane).unroll(f.corner);
     if (tunables.points > 0) {
@@ -192,7 +202,7 @@ void corner_dots_by_lanes(GradSamplePipeline &f, const Tunables &tunables, int w
     } else {
         partial.compute_at(f.corner_dots, v.p);
     }
-    if (tunables.channels > 0 && tunables.channels % width == 0) partial.update().unroll(channel_outer);
+    if (tunables.channels > 0 && tunables.channels % lanes == 0) partial.update().unroll(channel_outer);
 }
 
 // The per-sample gradients with compile-time N_l and N_p, walked as the
