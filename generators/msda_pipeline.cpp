@@ -107,6 +107,12 @@ CornerLayout CornerLayout::of(CornerTable table, Operator op) {
 
 namespace {
 
+// The run-time sizes and conditions a schedule may use (see MsdaVars).
+void bind_vars(MsdaVars &vars, const MsdaInputs &in) {
+    vars.queries = in.queries;
+    if (in.op == Operator::msda) vars.usual_sampling = !in.align_corners && !in.border;
+}
+
 // GKA's table: one read, weighted by the attention weight.
 std::vector<Expr> nearest_fields(const MsdaInputs &in, const Tuple &g, const CornerLayout &layout) {
     std::vector<Expr> fields(layout.fields);
@@ -182,8 +188,7 @@ Func grad_rows(const Func &grad_output, const MsdaVars &v) {
 
 ForwardPipeline build_forward(const MsdaInputs &in) {
     ForwardPipeline f;
-    f.vars.queries = in.queries;
-    if (in.op == Operator::msda) f.vars.usual_sampling = !in.align_corners && !in.border;
+    bind_vars(f.vars, in);
     const MsdaVars &v = f.vars;
     f.geometry = operator_geometry(in, v, &f.geometry_stages);
     f.layout = CornerLayout::of(CornerTable::forward, in.op);
@@ -216,8 +221,7 @@ ForwardPipeline build_forward(const MsdaInputs &in) {
 
 GradValuePipeline build_grad_value(const MsdaInputs &in, const Func &grad_output) {
     GradValuePipeline f;
-    f.vars.queries = in.queries;
-    if (in.op == Operator::msda) f.vars.usual_sampling = !in.align_corners && !in.border;
+    bind_vars(f.vars, in);
     const MsdaVars &v = f.vars;
     f.geometry = operator_geometry(in, v, &f.geometry_stages);
     f.layout = CornerLayout::of(CornerTable::scatter, in.op);
@@ -247,8 +251,7 @@ GradValuePipeline build_grad_value(const MsdaInputs &in, const Func &grad_output
 GradSamplePipeline build_grad_sample(const MsdaInputs &in, const Func &grad_output,
                                      SampleGradients which) {
     GradSamplePipeline f;
-    f.vars.queries = in.queries;
-    if (in.op == Operator::msda) f.vars.usual_sampling = !in.align_corners && !in.border;
+    bind_vars(f.vars, in);
     const MsdaVars &v = f.vars;
     f.geometry = operator_geometry(in, v, &f.geometry_stages);
     f.layout = CornerLayout::of(CornerTable::sample, in.op);

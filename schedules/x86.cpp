@@ -194,7 +194,7 @@ void corner_dots_by_lanes(GradSamplePipeline &f, const Tunables &tunables, int w
     }
     partial.reorder_storage(lane, f.corner, v.p).reorder(lane, f.corner, v.p).vectorize(lane).unroll(f.corner);
     partial.update().reorder(lane, f.corner, v.p, channel_outer).vectorize(lane).unroll(f.corner);
-    if (tunables.points > 0) {
+    if (tunables.points > 0 && !one_corner) {
         f.corner_dots.bound(v.p, 0, tunables.points).vectorize(v.p);
         reduce.vectorize(v.p);
         partial.compute_at(f.corner_dots, order.at(1).var).unroll(v.p);
