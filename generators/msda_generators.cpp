@@ -202,9 +202,10 @@ public:
     void configure() {
         configure_inputs();
         grad_output.set_type(storage);
-        if ((levels > 0 || points > 0) && (part != BackwardPart::sample || op != Operator::msda)) {
+        if ((levels > 0 || points > 0) &&
+            ((part != BackwardPart::sample && part != BackwardPart::value) || op != Operator::msda)) {
             throw std::invalid_argument(
-                "msda_backward: compile-time levels and points are for MSDA's part=sample only");
+                "msda_backward: compile-time levels and points are for MSDA's part=sample and part=value only");
         }
         if (op == Operator::gka && part != BackwardPart::value && part != BackwardPart::attention_weights) {
             throw std::invalid_argument("msda_backward: GKA has gradients for value and attention_weights only");

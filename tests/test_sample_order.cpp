@@ -1,6 +1,6 @@
-// Options::sample_order: the forward and the backward's per-sample
-// gradients walked query by query (the variants compiled for C_h = 32 and
-// (N_l, N_p) of (4, 4), (3, 4), (4, 8)) are held to the double reference on
+// Options::sample_order: the forward, the backward's per-sample gradients
+// and grad_value's scatter walked query by query (the variants compiled for
+// C_h = 32 and (N_l, N_p) of (4, 4), (3, 4), (4, 8)) are held to the double reference on
 // every kind of sampling location and option flag, agree with the by-level
 // walk on non-finite inputs value class for value class (grad_value bit for
 // bit), are deterministic across thread counts, and are chosen exactly where
@@ -327,6 +327,49 @@ TEST(ForcedSampleOrder, FallsBackToByLevelWhereByQueryDoesNotExist) {
         {base.batch, base.queries, base.heads, levels, base.points}, {}, 1);
     EXPECT_EQ(msda::sample_order(tensors.backward_args(), by_query), SampleOrder::by_level);
     ASSERT_NO_THROW(msda::backward(tensors.backward_args(), by_query));
+}
+
+// grad_value's scatter decides its order apart from the per-sample
+// gradients: asked for alone, or beside only one of them (which then walk by
+// level), it walks by query where its variant exists, and gives the
+// reference's values and the by-level walk's bits.
+TEST(ForcedSampleOrder, GradValueWithoutBothPerSampleGradients) {
+    for (const ByQueryShape &shape : by_query_shapes()) {
+        if (shape.levels.size() == 3) continue;  // no by-query scatter for (3, 4)
+        ProblemSpec spec;
+        spec.name = shape.name;
+        spec.batch = shape.batch;
+        spec.queries = shape.queries;
+        spec.heads = shape.heads;
+        spec.channels = 32;
+        spec.points = shape.points;
+        spec.levels = shape.levels;
+        spec.padding = shape.padding;
+        spec.locations = Locations::outside;
+        const ProblemData data(spec);
+        const msda::reference::Gradients reference =
+            msda::reference::backward(data.reference_problem(), data.grad_output_double());
+        for (int asked = 0; asked < 3; asked++) {
+            SCOPED_TRACE(std::string(shape.name) + ", also asked: " +
+                         (asked == 0 ? "nothing" : asked == 1 ? "grad_attention_weights" : "grad_sampling_locations"));
+            LibraryTensors query_walk(data), level_walk(data);
+            msda::Options options;
+            options.grad_attention_weights = asked == 1;
+            options.grad_sampling_locations = asked == 2;
+            for (LibraryTensors *tensors : {&query_walk, &level_walk}) {
+                msda::BackwardArgs args = tensors->backward_args();
+                if (!options.grad_attention_weights) args.grad_attention_weights = {};
+                if (!options.grad_sampling_locations) args.grad_sampling_locations = {};
+                const SampleOrder order = tensors == &query_walk ? SampleOrder::by_query : SampleOrder::by_level;
+                ASSERT_EQ(msda::sample_order(args, with_order(options, order)), SampleOrder::by_level);
+                ASSERT_NO_THROW(msda::backward(args, with_order(options, order)));
+            }
+            EXPECT_TRUE(matches_reference("grad_value", query_walk.grad_value.canonical(), reference.value, 1e-5, 0));
+            EXPECT_TRUE(msda::testing::bitwise_equal("grad_value", query_walk.grad_value.bytes(),
+                                                     level_walk.grad_value.bytes()));
+            msda::testing::expect_nothing_written_outside_views(query_walk);
+        }
+    }
 }
 
 // The same class of value (NaN, the same Inf, finite) at every element of a

@@ -335,7 +335,10 @@ Kernels select_kernels(const ProblemSize &size, const Options &options) {
     const bool locations = options.grad_sampling_locations && op == Operator::msda;
     kernels.forward = &select_variant(Kind::forward, size, op);
     kernels.forward_by_query = by_query_variant(Kind::forward, size, op);
-    if (options.grad_value) kernels.grad_value = &select_variant(Kind::grad_value, size, op);
+    if (options.grad_value) {
+        kernels.grad_value = &select_variant(Kind::grad_value, size, op);
+        kernels.grad_value_by_query = by_query_variant(Kind::grad_value, size, op);
+    }
     if (options.grad_attention_weights && locations) {
         kernels.grad_sample = &select_variant(Kind::grad_sample, size, op);
         kernels.grad_sample_by_query = by_query_variant(Kind::grad_sample, size, op);
@@ -493,22 +496,40 @@ bool chooses_by_query(const TensorView &locations, const Options &options, const
 
 }  // namespace
 
+namespace {
+
+// Whether a call served by this by-query variant (null: none) walks by
+// query: its per-sample inputs lie as the variant needs and the order asked
+// for (or decided) is by_query.
+bool takes_by_query(const Variant *variant, const TensorView &locations, const TensorView &weights,
+                    const Options &options, const CheckedCall &checked) {
+    const ProblemSize &size = checked.size;
+    return variant != nullptr && size.batch > 0 && size.queries > 0 && dense_locations(locations, size, options) &&
+           dense_weights(weights, size) && chooses_by_query(locations, options, checked);
+}
+
+// Whether grad_value's scatter walks by query (the same bits either way).
+bool scatters_by_query(const Kernels &kernels, const BackwardArgs &args, const Options &options,
+                       const CheckedCall &checked) {
+    return takes_by_query(kernels.grad_value_by_query, args.sampling_locations, args.attention_weights, options,
+                          checked);
+}
+
+}  // namespace
+
 bool walks_by_query(const Kernels &kernels, const ForwardArgs &args, const Options &options,
                     const CheckedCall &checked) {
-    const ProblemSize &size = checked.size;
-    return kernels.forward_by_query != nullptr && size.batch > 0 && size.queries > 0 &&
-           dense_locations(args.sampling_locations, size, options) && dense_weights(args.attention_weights, size) &&
-           chooses_by_query(args.sampling_locations, options, checked);
+    return takes_by_query(kernels.forward_by_query, args.sampling_locations, args.attention_weights, options,
+                          checked);
 }
 
 bool walks_by_query(const Kernels &kernels, const BackwardArgs &args, const Options &options,
                     const CheckedCall &checked) {
     const ProblemSize &size = checked.size;
-    return kernels.grad_sample_by_query != nullptr && size.batch > 0 && size.queries > 0 &&
-           dense_locations(args.sampling_locations, size, options) && dense_weights(args.attention_weights, size) &&
-           dense_locations(args.grad_sampling_locations, size, options) &&
+    return kernels.grad_sample_by_query != nullptr && dense_locations(args.grad_sampling_locations, size, options) &&
            dense_weights(args.grad_attention_weights, size) &&
-           chooses_by_query(args.sampling_locations, options, checked);
+           takes_by_query(kernels.grad_sample_by_query, args.sampling_locations, args.attention_weights, options,
+                          checked);
 }
 
 void run_forward(const Kernels &kernels, const ForwardArgs &args, const Options &options,
@@ -523,7 +544,7 @@ namespace {
 // One backward call, its per-sample gradients in the order decided for the
 // whole call.
 void backward_in_order(const Kernels &kernels, const BackwardArgs &args, const Options &options,
-                       const CheckedCall &checked, void *workspace, bool by_query) {
+                       const CheckedCall &checked, void *workspace, bool by_query, bool scatter_by_query) {
     const ProblemSize &size = checked.size;
     if (split_wide_batches(args, checked,
                            {&BackwardArgs::value, &BackwardArgs::sampling_locations,
@@ -531,7 +552,8 @@ void backward_in_order(const Kernels &kernels, const BackwardArgs &args, const O
                             &BackwardArgs::grad_value, &BackwardArgs::grad_sampling_locations,
                             &BackwardArgs::grad_attention_weights},
                            [&](const BackwardArgs &element, const CheckedCall &element_call) {
-                               backward_in_order(kernels, element, options, element_call, workspace, by_query);
+                               backward_in_order(kernels, element, options, element_call, workspace, by_query,
+                                                 scatter_by_query);
                            })) {
         return;
     }
@@ -541,6 +563,7 @@ void backward_in_order(const Kernels &kernels, const BackwardArgs &args, const O
     const Workspace layout = workspace_layout(size, options);
 
     if (kernels.grad_value != nullptr) {
+        const Variant &scatter = scatter_by_query ? *kernels.grad_value_by_query : *kernels.grad_value;
         HalideBuffer grad_value = value_buffer(args.grad_value, options.value_layout);
         void *sums_memory = static_cast<char *>(workspace) + layout.sums_offset();
         if (layout.value_copy > 0 && !is_head_major(grad_value)) {
@@ -548,18 +571,18 @@ void backward_in_order(const Kernels &kernels, const BackwardArgs &args, const O
             // once (half precision) into grad_value.
             HalideBuffer sums = workspace_value_buffer(sums_memory, kFloat32, size, true);
             if (size.dtype == DType::f32) {
-                call(*kernels.grad_value, in, grad_output.get(), sums.get());
+                call(scatter, in, grad_output.get(), sums.get());
                 call_relayout(DType::f32, sums, grad_value);
             } else {
-                call(*kernels.grad_value, in, grad_output.get(), sums.get(), grad_value.get());
+                call(scatter, in, grad_output.get(), sums.get(), grad_value.get());
             }
         } else if (size.dtype == DType::f32) {
-            call(*kernels.grad_value, in, grad_output.get(), grad_value.get());
+            call(scatter, in, grad_output.get(), grad_value.get());
         } else {
             // Half storage: the sums in float32 in the workspace, (c, h, row,
             // b) dense, then rounded once into grad_value.
             HalideBuffer sums = workspace_value_buffer(sums_memory, kFloat32, size, false);
-            call(*kernels.grad_value, in, grad_output.get(), sums.get(), grad_value.get());
+            call(scatter, in, grad_output.get(), sums.get(), grad_value.get());
         }
     }
     if (kernels.grad_sample == nullptr) return;
@@ -593,7 +616,8 @@ void run_backward(const Kernels &kernels, const BackwardArgs &args, const Option
         return;
     }
     backward_in_order(kernels, args, options, checked, aligned_workspace(workspace),
-                      walks_by_query(kernels, args, options, checked));
+                      walks_by_query(kernels, args, options, checked),
+                      scatters_by_query(kernels, args, options, checked));
 }
 
 void set_threads(int threads) {

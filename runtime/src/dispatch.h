@@ -18,7 +18,7 @@ struct Variant {
     DType dtype;            // storage of value, weights, outputs and gradients
     DType locations_dtype;  // storage of sampling_locations and its gradient
     Operator op;
-    int levels, points;  // compile-time N_l and N_p of a by-query forward, 0 for any
+    int levels, points;  // compile-time N_l and N_p of a by-query variant, 0 for any
     GeneratedFunction function;
 };
 
@@ -29,12 +29,13 @@ const Variant &select_variant(Kind kind, const ProblemSize &size, Operator op);
 // The generated functions a plan runs.
 struct Kernels {
     const Variant *forward = nullptr;
-    // The forward and the per-sample gradients walked query by query
-    // (Options::sample_order), where one was built for the plan's sizes
-    // (and, for the backward, both per-sample gradients are asked for);
+    // The forward, the per-sample gradients and grad_value's scatter walked
+    // query by query (Options::sample_order), where one was built for the
+    // plan's sizes (and, for the per-sample gradients, both are asked for);
     // null otherwise.
     const Variant *forward_by_query = nullptr;
     const Variant *grad_sample_by_query = nullptr;
+    const Variant *grad_value_by_query = nullptr;
     const Variant *grad_value = nullptr;
     const Variant *grad_sample = nullptr;  // the asked-for per-sample gradients
 };
@@ -61,7 +62,8 @@ std::size_t workspace_bytes(const ProblemSize &size, const Options &options);
 
 // Whether a call walks its samples query by query (Options::sample_order):
 // the forward, or the backward's per-sample gradients (grad_value's scatter
-// has one order). It does when a by-query variant serves the plan's sizes,
+// decides its own order the same way, from its own variant; its bits are the
+// same in both). It does when a by-query variant serves the plan's sizes,
 // the call's per-sample tensors have dense (l, p) blocks, and by_query was
 // asked for, or (automatic) one head's largest level holds more than 1 MiB
 // of value and a probe finds the queries' samples clustered.

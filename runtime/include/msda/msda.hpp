@@ -72,19 +72,20 @@ enum class Rounding : int { floor = 0, nearest = 1 };
 // heads; never. Results are bitwise the same either way.
 enum class Relayout : int { automatic = 0, always = 1, never = 2 };
 
-// How the forward and the backward's per-sample gradients (those of
-// sampling_locations and attention_weights) walk the samples; grad_value's
-// scatter has one order. by_level: head by head, and level by level over
-// runs of queries, so one level of one head is the working set of the
-// corner reads (best when queries sample scattered locations). by_query:
-// query by query, each head's levels and points together (best when a
-// query's samples lie close together, as in encoders and decoders that
-// refine reference points). It exists for float32 MSDA with C_h = 32 and
-// (N_l, N_p) of (4, 4), (3, 4) or (4, 8) (the backward's: (4, 4) or (4, 8),
-// when both per-sample gradients are asked for), with sampling_locations in
-// the BQHLP2 layout and the (N_l, N_p, 2) and (N_l, N_p) blocks of
-// sampling_locations, attention_weights and their gradients dense (outer
-// strides are free); elsewhere the order is by_level whatever is asked.
+// How the forward, the backward's per-sample gradients (those of
+// sampling_locations and attention_weights) and grad_value's scatter walk
+// the samples. by_level: head by head, and level by level over runs of
+// queries, so one level of one head is the working set of the corner reads
+// (best when queries sample scattered locations). by_query: query by query,
+// each head's levels and points together (best when a query's samples lie
+// close together, as in encoders and decoders that refine reference
+// points). It exists for float32 MSDA with C_h = 32 and (N_l, N_p) of
+// (4, 4), (3, 4) or (4, 8) (the backward's: (4, 4) or (4, 8); its
+// per-sample gradients' only when both are asked for), with
+// sampling_locations in the BQHLP2 layout and the (N_l, N_p, 2) and
+// (N_l, N_p) blocks of sampling_locations, attention_weights and (for the
+// per-sample gradients) their gradients dense (outer strides are free);
+// elsewhere the order is by_level whatever is asked.
 // automatic: by_query where it exists, one head's largest level holds more
 // than 1 MiB of value (H * W * C_h * 4 bytes; below that, by_level keeps
 // each level of a head in a core's L2), and most of up to 32 queries
@@ -92,7 +93,9 @@ enum class Relayout : int { automatic = 0, always = 1, never = 2 };
 // each other along each axis; otherwise by_level. Both orders are
 // deterministic and agree to float32 rounding (each result is summed in the
 // same order, but multiplies and adds may be contracted differently);
-// grad_value is bitwise the same either way.
+// grad_value is bitwise the same either way (each row's contributions are
+// added in the same order). sample_order() reports the per-sample
+// gradients' order; grad_value's scatter decides its own the same way.
 enum class SampleOrder : int { automatic = 0, by_level = 1, by_query = 2 };
 
 struct Options {
