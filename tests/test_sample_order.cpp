@@ -1,6 +1,7 @@
-// Options::sample_order: the forward, the backward's per-sample gradients
-// and grad_value's scatter walked query by query (the variants compiled for
-// C_h = 32 and (N_l, N_p) of (4, 4), (3, 4), (4, 8)) are held to the double reference on
+// Options::sample_order: the forward (float32 and half precision), the
+// backward's per-sample gradients and grad_value's scatter walked query by
+// query (the variants compiled for C_h = 32 and (N_l, N_p) of (4, 4),
+// (3, 4), (4, 8)) are held to the double reference on
 // every kind of sampling location and option flag, agree with the by-level
 // walk on non-finite inputs value class for value class (grad_value bit for
 // bit), are deterministic across thread counts, and are chosen exactly where
@@ -58,6 +59,22 @@ const std::vector<ByQueryShape> &by_query_shapes() {
     return shapes;
 }
 
+// A problem of this shape whose (N_l, N_p[, 2]) blocks are dense, as the
+// by-query walk requires (outer strides padded as the shape says).
+ProblemSpec spec_of(const ByQueryShape &shape) {
+    ProblemSpec spec;
+    spec.name = shape.name;
+    spec.batch = shape.batch;
+    spec.queries = shape.queries;
+    spec.heads = shape.heads;
+    spec.channels = 32;
+    spec.points = shape.points;
+    spec.levels = shape.levels;
+    spec.padding = shape.padding;
+    spec.dense_sample_blocks = true;
+    return spec;
+}
+
 // Every shape meets every kind of location; value layout, align_corners,
 // padding mode and the index dtypes rotate (locations stay BQHLP2, which
 // the by-query walk requires).
@@ -66,16 +83,8 @@ std::vector<ProblemSpec> by_query_grid() {
     int index = 0;
     for (const ByQueryShape &shape : by_query_shapes()) {
         for (Locations kind : msda::testing::kLocationKinds) {
-            ProblemSpec spec;
+            ProblemSpec spec = spec_of(shape);
             spec.name = std::string(shape.name) + "_" + msda::testing::locations_name(kind);
-            spec.batch = shape.batch;
-            spec.queries = shape.queries;
-            spec.heads = shape.heads;
-            spec.channels = 32;
-            spec.points = shape.points;
-            spec.levels = shape.levels;
-            spec.padding = shape.padding;
-            spec.dense_sample_blocks = true;
             spec.locations = kind;
             spec.options = msda::testing::options_for((index * 5) % 16 & ~2);
             spec.shapes_dtype = index % 2 ? msda::DType::i64 : msda::DType::i32;
@@ -282,8 +291,6 @@ TEST(ForcedSampleOrder, FallsBackToByLevelWhereByQueryDoesNotExist) {
     cases.back().spec.options.locations_layout = msda::LocationsLayout::B2QHLP;
     cases.push_back({"strided_samples", base});
     cases.back().spec.per_sample_innermost_stride = 2;
-    cases.push_back({"bf16", base});
-    cases.back().spec.dtype = msda::DType::bf16;
     cases.push_back({"bf16_locations", base});
     cases.back().spec.dtype = msda::DType::bf16;
     cases.back().spec.locations_dtype = msda::DType::bf16;
@@ -329,6 +336,34 @@ TEST(ForcedSampleOrder, FallsBackToByLevelWhereByQueryDoesNotExist) {
     ASSERT_NO_THROW(msda::backward(tensors.backward_args(), by_query));
 }
 
+// Half precision with float32 locations: the forward walks by query (its
+// by-query variants exist for float16 and bfloat16 storage), the backward by
+// level; both held to SPEC's half-precision tolerances against the
+// reference, on every by-query shape and kind of location.
+TEST(ForcedSampleOrder, HalfPrecisionForwardWalksByQuery) {
+    int index = 0;
+    for (const ByQueryShape &shape : by_query_shapes()) {
+        for (msda::DType dtype : {msda::DType::f16, msda::DType::bf16}) {
+            ProblemSpec spec = spec_of(shape);
+            spec.dtype = dtype;
+            spec.locations = index % 2 ? Locations::outside : Locations::pixel_centres;
+            spec.options = msda::testing::options_for((index * 5) % 16 & ~2);
+            spec.seed = 7500 + index++;
+            SCOPED_TRACE(spec.describe() + (dtype == msda::DType::f16 ? " f16" : " bf16"));
+            const ProblemData data(spec);
+            LibraryTensors tensors(data);
+            const msda::Options by_query = with_order(spec.options, SampleOrder::by_query);
+            EXPECT_EQ(msda::sample_order(tensors.forward_args(), by_query), SampleOrder::by_query);
+            EXPECT_EQ(msda::sample_order(tensors.backward_args(), by_query), SampleOrder::by_level);
+            ASSERT_NO_THROW(run_both(tensors, by_query));
+            msda::testing::expect_matches_reference(data, msda::testing::canonical_results(tensors),
+                                                    dtype == msda::DType::f16 ? 5e-3 : 2e-2);
+            msda::testing::expect_nothing_written_outside_views(tensors);
+            expect_inputs_unchanged(tensors, data);
+        }
+    }
+}
+
 // grad_value's scatter decides its order apart from the per-sample
 // gradients: asked for alone, or beside only one of them (which then walk by
 // level), it walks by query where its variant exists, and gives the
@@ -336,15 +371,7 @@ TEST(ForcedSampleOrder, FallsBackToByLevelWhereByQueryDoesNotExist) {
 TEST(ForcedSampleOrder, GradValueWithoutBothPerSampleGradients) {
     for (const ByQueryShape &shape : by_query_shapes()) {
         if (shape.levels.size() == 3) continue;  // no by-query scatter for (3, 4)
-        ProblemSpec spec;
-        spec.name = shape.name;
-        spec.batch = shape.batch;
-        spec.queries = shape.queries;
-        spec.heads = shape.heads;
-        spec.channels = 32;
-        spec.points = shape.points;
-        spec.levels = shape.levels;
-        spec.padding = shape.padding;
+        ProblemSpec spec = spec_of(shape);
         spec.locations = Locations::outside;
         const ProblemData data(spec);
         const msda::reference::Gradients reference =

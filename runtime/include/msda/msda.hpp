@@ -79,9 +79,10 @@ enum class Relayout : int { automatic = 0, always = 1, never = 2 };
 // (best when queries sample scattered locations). by_query: query by query,
 // each head's levels and points together (best when a query's samples lie
 // close together, as in encoders and decoders that refine reference
-// points). It exists for float32 MSDA with C_h = 32 and (N_l, N_p) of
-// (4, 4), (3, 4) or (4, 8) (the backward's: (4, 4) or (4, 8); its
-// per-sample gradients' only when both are asked for), with
+// points). It exists for MSDA with C_h = 32, float32 sampling_locations and
+// (N_l, N_p) of (4, 4), (3, 4) or (4, 8): the forward's in float32, float16
+// and bfloat16 storage, the backward's in float32 for (4, 4) or (4, 8) (its
+// per-sample gradients' only when both are asked for); with
 // sampling_locations in the BQHLP2 layout and the (N_l, N_p, 2) and
 // (N_l, N_p) blocks of sampling_locations, attention_weights and (for the
 // per-sample gradients) their gradients dense (outer strides are free);
