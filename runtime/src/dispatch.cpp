@@ -494,10 +494,6 @@ bool chooses_by_query(const TensorView &locations, const Options &options, const
     return slice_bytes > kSliceBytes && queries_sample_neighbourhoods(locations, checked.size, checked.levels);
 }
 
-}  // namespace
-
-namespace {
-
 // Whether a call served by this by-query variant (null: none) walks by
 // query: its per-sample inputs lie as the variant needs and the order asked
 // for (or decided) is by_query.

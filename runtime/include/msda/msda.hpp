@@ -88,8 +88,8 @@ enum class Relayout : int { automatic = 0, always = 1, never = 2 };
 // per-sample gradients) their gradients dense (outer strides are free);
 // elsewhere the order is by_level whatever is asked.
 // automatic: by_query where it exists, one head's largest level holds more
-// than 1 MiB of value (H * W * C_h * 4 bytes; below that, by_level keeps
-// each level of a head in a core's L2), and most of up to 32 queries
+// than 1 MiB of value (H * W * C_h times 4 bytes, 2 in half precision;
+// below that, by_level keeps each level of a head in a core's L2), and most of up to 32 queries
 // (spread over the call) have all their level-0 samples within 16 pixels of
 // each other along each axis; otherwise by_level. Both orders are
 // deterministic and agree to float32 rounding (each result is summed in the
