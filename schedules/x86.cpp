@@ -281,46 +281,7 @@ void schedule_forward(const Target &target, ForwardPipeline &f, const Tunables &
     if (v.usual_sampling.defined()) f.output.specialize(v.usual_sampling);
 }
 
-namespace {
-
-// grad_value's scatter with compile-time N_l and N_p, walked as the by-query
-// forward walks: per (batch, head) slice, query by query, a query's samples
-// one vector through the geometry and the corner table (dense loads of its
-// locations and weights, no gathers), then its samples' corners added into
-// the slice's rows, every level and point unrolled.
-void schedule_grad_value_by_query(const Target &target, GradValuePipeline &f, const Tunables &tunables) {
-    const MsdaVars &v = f.vars;
-    const int width = vector_width(target, tunables);
-    Var slice("slice");
-    if (tunables.channels > 0) f.grad_value.bound(v.c, 0, tunables.channels);
-    in_memory_order(f.grad_value, v, f.row, width, tunables.channels);
-    Stage scatter = f.grad_value.update();
-    RVar corner = f.scatter[0], point = f.scatter[1], level = f.scatter[2], query = f.scatter[3];
-    scatter.reorder(v.c, corner, point, level, query, v.h, v.b).fuse(v.h, v.b, slice).parallel(slice);
-    vectorize_channels(scatter, v.c, width, tunables.channels);
-    scatter.unroll(corner).unroll(point).unroll(level);
-    if (tunables.channels > 0 && tunables.channels % width == 0) {
-        f.grad_value.unroll(v.c);
-        scatter.unroll(v.c);
-    }
-    const LoopLevel at_query(f.grad_value, query);
-    tables_per_query_head(f.corners, f.geometry_stages, f.field, v, at_query, LoopLevel(f.grad_value, slice),
-                          f.layout.fields);
-    f.grad_rows.compute_at(at_query);
-    vectorize_channels(f.grad_rows, v.c, width, tunables.channels);
-    if (f.stored.defined()) {
-        if (tunables.channels > 0) f.stored.bound(v.c, 0, tunables.channels);
-        in_memory_order(f.stored, v, f.row, width, tunables.channels);
-    }
-}
-
-}  // namespace
-
 void schedule_grad_value(const Target &target, GradValuePipeline &f, const Tunables &tunables) {
-    if (tunables.points > 0) {
-        schedule_grad_value_by_query(target, f, tunables);
-        return;
-    }
     const MsdaVars &v = f.vars;
     const int width = vector_width(target, tunables);
     Var slice("slice");
@@ -333,30 +294,46 @@ void schedule_grad_value(const Target &target, GradValuePipeline &f, const Tunab
     // rows per task.
     in_memory_order(f.grad_value, v, f.row, width, tunables.channels);
 
-    // Per slice, runs of queries; inside a run, level by level (one level's
-    // slice of one head is the working set of the read-modify-writes), over
-    // tiles of queries. The run's rows of grad_output are loaded once, all
-    // together (their loads overlap), and stay in L2 for every level.
     Stage scatter = f.grad_value.update();
     RVar corner = f.scatter[0], point = f.scatter[1], level = f.scatter[2], query = f.scatter[3];
-    RVar run("run"), rest("rest"), query_tile("query_tile"), query_inner("query_inner");
-    scatter.split(query, run, rest, kQueriesPerRun, TailStrategy::GuardWithIf)
-        .split(rest, query_tile, query_inner, tunables.query_tile, TailStrategy::GuardWithIf)
-        .reorder(v.c, corner, point, query_inner, query_tile, level, run, v.h, v.b)
-        .fuse(v.h, v.b, slice)
-        .parallel(slice);
+    if (tunables.points > 0) {
+        // Compile-time N_l and N_p: per slice, query by query, as the
+        // by-query forward walks; a query's samples one vector through the
+        // geometry and the corner table (dense loads of its locations and
+        // weights, no gathers), then its samples' corners added into the
+        // slice's rows, every level and point unrolled. Each row's
+        // contributions come in the same order as by level (a row belongs to
+        // one level): the same bits.
+        scatter.reorder(v.c, corner, point, level, query, v.h, v.b).fuse(v.h, v.b, slice).parallel(slice);
+        scatter.unroll(point).unroll(level);
+        const LoopLevel at_query(f.grad_value, query);
+        tables_per_query_head(f.corners, f.geometry_stages, f.field, v, at_query, LoopLevel(f.grad_value, slice),
+                              f.layout.fields);
+        f.grad_rows.compute_at(at_query);
+    } else {
+        // Per slice, runs of queries; inside a run, level by level (one
+        // level's slice of one head is the working set of the
+        // read-modify-writes), over tiles of queries. The run's rows of
+        // grad_output are loaded once, all together (their loads overlap),
+        // and stay in L2 for every level.
+        RVar run("run"), rest("rest"), query_tile("query_tile"), query_inner("query_inner");
+        scatter.split(query, run, rest, kQueriesPerRun, TailStrategy::GuardWithIf)
+            .split(rest, query_tile, query_inner, tunables.query_tile, TailStrategy::GuardWithIf)
+            .reorder(v.c, corner, point, query_inner, query_tile, level, run, v.h, v.b)
+            .fuse(v.h, v.b, slice)
+            .parallel(slice);
+        corner_table_per_tile(f.corners, f.geometry_stages, f.field, v, LoopLevel(f.grad_value, query_tile),
+                              LoopLevel(f.grad_value, slice), width, tunables.query_tile, f.layout.fields);
+        f.grad_rows.compute_at(f.grad_value, run).hoist_storage(LoopLevel(f.grad_value, slice));
+    }
     vectorize_channels(scatter, v.c, width, tunables.channels);
+    vectorize_channels(f.grad_rows, v.c, width, tunables.channels);
     // Unrolled corners pick their fields statically.
     scatter.unroll(corner);
     if (tunables.channels > 0 && tunables.channels % width == 0) {
         f.grad_value.unroll(v.c);
         scatter.unroll(v.c);
     }
-
-    corner_table_per_tile(f.corners, f.geometry_stages, f.field, v, LoopLevel(f.grad_value, query_tile),
-                          LoopLevel(f.grad_value, slice), width, tunables.query_tile, f.layout.fields);
-    f.grad_rows.compute_at(f.grad_value, run).hoist_storage(LoopLevel(f.grad_value, slice));
-    vectorize_channels(f.grad_rows, v.c, width, tunables.channels);
 
     // Half-precision storage: the float32 sums rounded once, in memory order.
     if (f.stored.defined()) {
