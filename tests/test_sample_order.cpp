@@ -228,6 +228,29 @@ TEST(AutomaticSampleOrder, FollowsTheClusteringOfTheSamples) {
     }
 }
 
+// Clustered samples on small levels (DETR-like, 24 x 32 at most): the
+// forward and the per-sample gradients stay by_level, grad_value's scatter
+// walks by query (msda.hpp); every result has the by_level walk's bits, and
+// grad_value the reference's values.
+TEST(AutomaticSampleOrder, SmallClusteredLevelsKeepTheByLevelBits) {
+    ProblemSpec spec = detr_like(48);
+    spec.dense_sample_blocks = true;
+    const ProblemData data(spec);
+    const std::vector<float> locations = clustered_locations(spec, 4.0, 15);
+    LibraryTensors automatic(data), level_walk(data);
+    automatic.sampling_locations.set_canonical(locations);
+    level_walk.sampling_locations.set_canonical(locations);
+    EXPECT_EQ(msda::sample_order(automatic.backward_args()), SampleOrder::by_level);
+    ASSERT_NO_THROW(run_both(automatic, {}));
+    ASSERT_NO_THROW(run_both(level_walk, with_order({}, SampleOrder::by_level)));
+    msda::testing::expect_same_bits(automatic, level_walk);
+    ProblemData clustered = data;
+    clustered.sampling_locations = locations;
+    const msda::reference::Gradients reference =
+        msda::reference::backward(clustered.reference_problem(), clustered.grad_output_double());
+    EXPECT_TRUE(matches_reference("grad_value", automatic.grad_value.canonical(), reference.value, 1e-5, 0));
+}
+
 // The probe's threshold: 16 pixels along each axis at level 0.
 TEST(AutomaticSampleOrder, ClustersAreSixteenPixelsWide) {
     ProblemSpec spec = large_levels();

@@ -96,7 +96,10 @@ enum class Relayout : int { automatic = 0, always = 1, never = 2 };
 // same order, but multiplies and adds may be contracted differently);
 // grad_value is bitwise the same either way (each row's contributions are
 // added in the same order). sample_order() reports the per-sample
-// gradients' order; grad_value's scatter decides its own the same way.
+// gradients' order; grad_value's scatter decides its own the same way,
+// but automatic takes by_query for clustered samples on levels of any size
+// (its read-modify-writes gain from the query order even where every level
+// fits in L2).
 enum class SampleOrder : int { automatic = 0, by_level = 1, by_query = 2 };
 
 struct Options {
