@@ -79,8 +79,6 @@ CornerLayout CornerLayout::of(CornerTable table, Operator op) {
         layout.corners = 1;
         switch (table) {
         case CornerTable::forward:
-            layout.weight = 1, layout.mask = 2, layout.fields = 3;
-            break;
         case CornerTable::scatter:
             layout.weight = 1, layout.mask = 2, layout.fields = 3;
             break;
@@ -92,9 +90,7 @@ CornerLayout CornerLayout::of(CornerTable table, Operator op) {
     }
     switch (table) {
     case CornerTable::forward:
-        layout.weight = 4, layout.mask = 8, layout.fields = 9;
-        break;
-    case CornerTable::scatter:
+    case CornerTable::scatter:  // the same fields; corner_table guards the forward's weights
         layout.weight = 4, layout.mask = 8, layout.fields = 9;
         break;
     case CornerTable::sample:

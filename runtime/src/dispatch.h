@@ -63,10 +63,11 @@ std::size_t workspace_bytes(const ProblemSize &size, const Options &options);
 // Whether a call walks its samples query by query (Options::sample_order):
 // the forward, or the backward's per-sample gradients (grad_value's scatter
 // decides its own order the same way, from its own variant and whatever the
-// size of the levels; its bits are the same in both). It does when a by-query variant serves the plan's sizes,
-// the call's per-sample tensors have dense (l, p) blocks, and by_query was
-// asked for, or (automatic) one head's largest level holds more than 1 MiB
-// of value and a probe finds the queries' samples clustered.
+// size of the levels; its bits are the same in both). It does when a
+// by-query variant serves the plan's sizes, the call's per-sample tensors
+// have dense (l, p) blocks, and by_query was asked for, or (automatic) one
+// head's largest level holds more than 1 MiB of value and a probe finds the
+// queries' samples clustered.
 bool walks_by_query(const Kernels &kernels, const ForwardArgs &args, const Options &options,
                     const CheckedCall &call);
 bool walks_by_query(const Kernels &kernels, const BackwardArgs &args, const Options &options,
