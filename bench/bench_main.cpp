@@ -34,6 +34,11 @@
 //   --one-shot           time msda's one-shot calls (msda::forward and
 //                        msda::backward, their workspace from msda's cache)
 //                        instead of a Plan with the bench's own workspace
+//   --huge-pages         advise every tensor and workspace of 2 MiB or more
+//                        onto transparent huge pages (madvise), as PyTorch
+//                        >= 2.2 does with THP_MEM_ALLOC_ENABLE=1; the
+//                        LibTorch peers' own copies are left as LibTorch
+//                        allocates them
 //   --check-only         run the agreement check and exit
 #include <benchmark/benchmark.h>
 
@@ -71,6 +76,7 @@ struct Settings {
     msda::Relayout relayout = msda::Relayout::automatic;
     msda::SampleOrder sample_order = msda::SampleOrder::automatic;
     bool one_shot = false;
+    bool huge_pages = false;
     bool check_only = false;
 };
 
@@ -203,6 +209,8 @@ Settings parse_settings(int &argc, char **argv) {
             settings.sample_order = parse_choice("--sample-order", kSampleOrders, *v);
         } else if (arg == "--one-shot") {
             settings.one_shot = true;
+        } else if (arg == "--huge-pages") {
+            settings.huge_pages = true;
         } else if (arg == "--check-only") {
             settings.check_only = true;
         } else {
@@ -348,7 +356,7 @@ private:
     msda::BackwardArgs backward_;
     msda::Options options_;
     std::optional<msda::Plan> plan_;
-    std::vector<std::byte> workspace_;
+    AlignedVector<std::byte> workspace_;
     bool one_shot_ = false;
 };
 
@@ -666,6 +674,7 @@ void add_machine_context(const FloorModel &floor, const Settings &settings) {
     benchmark::AddCustomContext("relayout", choice_name(kRelayouts, settings.relayout));
     benchmark::AddCustomContext("sample_order", choice_name(kSampleOrders, settings.sample_order));
     benchmark::AddCustomContext("msda_calls", settings.one_shot ? "one-shot" : "plan");
+    benchmark::AddCustomContext("huge_pages", settings.huge_pages ? "on" : "off");
     benchmark::AddCustomContext("probe_fma_gflops", text(r.fma_flops_per_s / 1e9));
     benchmark::AddCustomContext("probe_l1_GBps", text(r.l1_bytes_per_s / 1e9));
     benchmark::AddCustomContext("probe_l2_GBps", text(r.l2_bytes_per_s / 1e9));
@@ -694,6 +703,7 @@ int main(int argc, char **argv) {
     context->settings = parse_settings(argc, argv);
     const Settings &settings = context->settings;
     msda::set_num_threads(settings.threads);
+    set_huge_pages(settings.huge_pages);  // before any tensor is allocated
 
     // The peers must compute what msda computes, on a decoder and an
     // encoder-like problem in both distributions (GKA's peer on small

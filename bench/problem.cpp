@@ -4,7 +4,30 @@
 #include <cmath>
 #include <random>
 
+#include <sys/mman.h>
+
 namespace msda_bench {
+
+namespace {
+constexpr std::size_t kCacheLine = 64, kHugePage = std::size_t{2} << 20;
+bool advise_huge_pages = false;
+std::size_t alignment_for(std::size_t bytes) { return bytes >= kHugePage ? kHugePage : kCacheLine; }
+}  // namespace
+
+void set_huge_pages(bool on) { advise_huge_pages = on; }
+bool huge_pages() { return advise_huge_pages; }
+
+void *allocate_tensor_bytes(std::size_t bytes) {
+    void *memory = ::operator new(bytes, std::align_val_t{alignment_for(bytes)});
+    // Advice only: where the kernel cannot give huge pages, 4 KiB ones back
+    // the buffer as before.
+    if (advise_huge_pages && bytes >= kHugePage) madvise(memory, bytes, MADV_HUGEPAGE);
+    return memory;
+}
+
+void free_tensor_bytes(void *memory, std::size_t bytes) {
+    ::operator delete(memory, std::align_val_t{alignment_for(bytes)});
+}
 
 std::int64_t Shape::value_length() const {
     std::int64_t length = 0;

@@ -23,17 +23,26 @@ struct Level {
 // std::vector's own data is 16-byte aligned: rows of a head (128 bytes for
 // 32 float32 channels) then straddle three cache lines instead of two, a
 // cost no framework caller pays (msda's S1 forward measured 1.3x slower).
+// Tensor memory: every buffer starts on a 64-byte boundary, as PyTorch's
+// CPU allocator places tensors; one of 2 MiB or more starts on a 2 MiB one.
+// With set_huge_pages(true) (msda_bench --huge-pages) such a buffer is also
+// advised onto transparent huge pages (madvise MADV_HUGEPAGE) before it is
+// first written, as PyTorch >= 2.2 does with THP_MEM_ALLOC_ENABLE=1 and
+// NumPy does by default; this machine's kernel backs a region with 2 MiB
+// pages only when so advised. Set it before any tensor is allocated.
+void set_huge_pages(bool on);
+bool huge_pages();
+void *allocate_tensor_bytes(std::size_t bytes);
+void free_tensor_bytes(void *memory, std::size_t bytes);
+
 template <typename T>
 struct CacheAligned {
     using value_type = T;
-    static constexpr std::size_t kAlignment = 64;
     CacheAligned() = default;
     template <typename U>
     CacheAligned(const CacheAligned<U> &) {}
-    T *allocate(std::size_t n) {
-        return static_cast<T *>(::operator new(n * sizeof(T), std::align_val_t{kAlignment}));
-    }
-    void deallocate(T *p, std::size_t) { ::operator delete(p, std::align_val_t{kAlignment}); }
+    T *allocate(std::size_t n) { return static_cast<T *>(allocate_tensor_bytes(n * sizeof(T))); }
+    void deallocate(T *p, std::size_t n) { free_tensor_bytes(p, n * sizeof(T)); }
     template <typename U>
     bool operator==(const CacheAligned<U> &) const { return true; }
     template <typename U>

@@ -181,6 +181,9 @@ def header(data):
     if context.get("msda_calls") == "one-shot":
         # msda_bench --one-shot: msda::forward/backward instead of a Plan.
         text += "; msda one-shot calls"
+    if context.get("huge_pages") == "on":
+        # msda_bench --huge-pages: the bench's tensors on transparent huge pages.
+        text += "; tensors on huge pages"
     count = repetitions(data)
     text += "; %s." % ("median of %d repetitions" % count if count > 1 else "one run per benchmark")
     return text
