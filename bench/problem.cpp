@@ -15,7 +15,6 @@ std::size_t alignment_for(std::size_t bytes) { return bytes >= kHugePage ? kHuge
 }  // namespace
 
 void set_huge_pages(bool on) { advise_huge_pages = on; }
-bool huge_pages() { return advise_huge_pages; }
 
 void *allocate_tensor_bytes(std::size_t bytes) {
     void *memory = ::operator new(bytes, std::align_val_t{alignment_for(bytes)});

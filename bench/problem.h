@@ -23,15 +23,14 @@ struct Level {
 // std::vector's own data is 16-byte aligned: rows of a head (128 bytes for
 // 32 float32 channels) then straddle three cache lines instead of two, a
 // cost no framework caller pays (msda's S1 forward measured 1.3x slower).
-// Tensor memory: every buffer starts on a 64-byte boundary, as PyTorch's
-// CPU allocator places tensors; one of 2 MiB or more starts on a 2 MiB one.
+// A buffer of 2 MiB or more starts on a 2 MiB boundary.
+//
 // With set_huge_pages(true) (msda_bench --huge-pages) such a buffer is also
 // advised onto transparent huge pages (madvise MADV_HUGEPAGE) before it is
 // first written, as PyTorch >= 2.2 does with THP_MEM_ALLOC_ENABLE=1 and
 // NumPy does by default; this machine's kernel backs a region with 2 MiB
-// pages only when so advised. Set it before any tensor is allocated.
+// pages only when so advised. It applies to buffers allocated after it.
 void set_huge_pages(bool on);
-bool huge_pages();
 void *allocate_tensor_bytes(std::size_t bytes);
 void free_tensor_bytes(void *memory, std::size_t bytes);
 
