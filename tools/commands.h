@@ -53,9 +53,16 @@ struct DemoCommand {
     int threads = 0;  // as given to msda::set_num_threads (0 = one per core), for the report
 };
 
+struct InfoCommand {
+    bool features = false;  // also every target's feature list
+    bool cpuid = false;     // print the CPU's words instead (tests/cpuid's format)
+};
+
 void run_forward(const ForwardCommand &command);
 void run_backward(const BackwardCommand &command);
 // Returns whether the spot checks against the reference passed.
 bool run_demo(const DemoCommand &command);
+// Returns whether calls can run on this CPU (MSDA_X86_TARGET may forbid it).
+bool run_info(const InfoCommand &command);
 
 }  // namespace msda_cli

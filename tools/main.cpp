@@ -129,10 +129,12 @@ int main(int argc, char **argv) {
                  "(GKA) from .npy files",
                  "msda"};
     app.require_subcommand(1);
+    app.set_version_flag("--version", std::string("msda ") + msda::version());
 
     ForwardCommand forward;
     BackwardCommand backward;
     DemoCommand demo;
+    InfoCommand info;
     int threads = 0;
 
     CLI::App *forward_command = app.add_subcommand(
@@ -161,7 +163,26 @@ int main(int argc, char **argv) {
         ->check(CLI::PositiveNumber);
     add_threads_option(*demo_command, threads);
 
+    CLI::App *info_command = app.add_subcommand(
+        "info", "the version, the compiled x86-64 targets, the one this CPU runs and why, and the thread count");
+    info_command->add_flag("--features", info.features, "also list the CPU features each target's code may use");
+    info_command->add_flag("--cpuid", info.cpuid,
+                           "print this CPU's cpuid and xgetbv words instead (the format of tests/cpuid/)");
+
     try {
+        // CLI11 reports a word that is no subcommand as a missing one.
+        if (argc > 1 && argv[1][0] != '-') {
+            std::string names;
+            bool known = false;
+            for (const CLI::App *command : app.get_subcommands([](const CLI::App *) { return true; })) {
+                names += " " + command->get_name();
+                known = known || command->get_name() == argv[1];
+            }
+            if (!known) {
+                throw CLI::ValidationError(std::string("unknown command \"") + argv[1] + "\" (commands:" + names +
+                                           ")");
+            }
+        }
         app.parse(argc, argv);
         if (forward_command->parsed()) check_operator_options(*forward_command, forward.options);
         if (backward_command->parsed()) {
@@ -188,6 +209,7 @@ int main(int argc, char **argv) {
         if (forward_command->parsed()) run_forward(forward);
         if (backward_command->parsed()) run_backward(backward);
         if (demo_command->parsed() && !run_demo(demo)) return kExitFailure;
+        if (info_command->parsed() && !run_info(info)) return kExitFailure;
         return 0;
     } catch (const msda::Error &error) {
         report(error.what());

@@ -6,6 +6,7 @@
 #include <new>
 #include <utility>
 
+#include "cpu_dispatch.h"
 #include "dispatch.h"
 
 namespace msda {

@@ -280,6 +280,20 @@ void msda_release_cached_workspace(void) {
     guarded([] { msda::release_cached_workspace(); });
 }
 
+const char *msda_version(void) { return msda::version(); }
+
+const char *msda_cpu_target(void) {
+    // Decided once per process; kept for the pointer's lifetime.
+    static const std::string selected = [] {
+        try {
+            return msda::cpu_dispatch().selected;
+        } catch (...) {
+            return std::string();
+        }
+    }();
+    return selected.c_str();
+}
+
 const char *msda_last_error(void) {
     return last_error_fallback != nullptr ? last_error_fallback : last_error_message.c_str();
 }

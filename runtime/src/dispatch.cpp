@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 
+#include "cpu_dispatch.h"
 #include "msda_variants.h"
 
 namespace msda::detail {
@@ -48,44 +49,10 @@ void collect_error(void *user_context, const char *message) {
     if (user_context != nullptr) static_cast<CallContext *>(user_context)->message += message;
 }
 
-// MSDA_X86_TARGET caps the instruction set the multi-target libraries may
-// pick: "avx512_zen4" (the default: the best the CPU has), "avx2" or
-// "x86-64". Tests use it to run every compiled target on one machine.
-int x86_level = 2;  // 2: avx512_zen4, 1: avx2, 0: x86-64
-
-bool has_feature(const std::uint64_t *features, int count, halide_target_feature_t feature) {
-    const int word = feature / 64;
-    return word < count && (features[word] >> (feature % 64)) & 1;
-}
-
-int can_use_target_features(int count, const std::uint64_t *features) {
-    if (x86_level < 2 && has_feature(features, count, halide_target_feature_avx512_zen4)) return 0;
-    if (x86_level < 1 && has_feature(features, count, halide_target_feature_avx2)) return 0;
-    return halide_default_can_use_target_features(count, features);
-}
-
-void read_target_cap() {
-    const char *cap = std::getenv("MSDA_X86_TARGET");
-    if (cap == nullptr || *cap == '\0') return;
-    const std::string name(cap);
-    if (name == "avx512_zen4") {
-        x86_level = 2;
-    } else if (name == "avx2") {
-        x86_level = 1;
-    } else if (name == "x86-64") {
-        x86_level = 0;
-    } else {
-        throw Error("msda: MSDA_X86_TARGET: expected avx512_zen4, avx2 or x86-64, got \"" + name + "\"");
-    }
-    halide_set_custom_can_use_target_features(&can_use_target_features);
-}
-
 void install_runtime_hooks() {
     static std::once_flag once;
-    std::call_once(once, [] {
-        read_target_cap();
-        halide_set_error_handler(&collect_error);
-    });
+    std::call_once(once, [] { halide_set_error_handler(&collect_error); });
+    require_runnable_target();
 }
 
 // A halide_buffer_t over caller memory, dims innermost first.
@@ -329,6 +296,9 @@ const Variant *by_query_variant(Kind kind, const ProblemSize &size, Operator op)
 }  // namespace
 
 Kernels select_kernels(const ProblemSize &size, const Options &options) {
+    // Plans and calls fail here, before any work, when no compiled code may
+    // run on this CPU.
+    require_runnable_target();
     Kernels kernels;
     const Operator op = options.op;
     // GKA has no location gradient (validation requires its view absent).
@@ -619,14 +589,6 @@ void run_backward(const Kernels &kernels, const BackwardArgs &args, const Option
     backward_in_order(kernels, args, options, checked, aligned_workspace(workspace),
                       walks_by_query(kernels, args, options, checked),
                       scatters_by_query(kernels, args, options, checked));
-}
-
-void set_threads(int threads) {
-    if (threads < 0) {
-        throw Error("msda: set_num_threads: expected 0 (one per core) or a positive count, got " +
-                    std::to_string(threads));
-    }
-    halide_set_num_threads(threads);
 }
 
 }  // namespace msda::detail

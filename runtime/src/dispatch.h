@@ -78,6 +78,4 @@ void run_forward(const Kernels &kernels, const ForwardArgs &args, const Options 
 void run_backward(const Kernels &kernels, const BackwardArgs &args, const Options &options,
                   const CheckedCall &call, void *workspace);
 
-void set_threads(int threads);
-
 }  // namespace msda::detail

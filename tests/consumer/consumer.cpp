@@ -75,6 +75,19 @@ int main() {
         }
     }
 
+    // The dispatch report crosses the boundary too, and names a compiled
+    // target this CPU has every feature of.
+    const msda::CpuDispatch dispatch = msda::cpu_dispatch();
+    bool selected_is_compiled = false;
+    for (const msda::CompiledTarget &target : dispatch.targets) {
+        selected_is_compiled = selected_is_compiled || (target.name == dispatch.selected && target.missing.empty());
+    }
+    if (!selected_is_compiled) {
+        std::printf("FAIL cpu_dispatch selected \"%s\", not a compiled target this CPU can run\n",
+                    dispatch.selected.c_str());
+        ++failures;
+    }
+
     std::printf("%s: msda C++ consumer\n", failures == 0 ? "PASS" : "FAIL");
     return failures == 0 ? 0 : 1;
 }

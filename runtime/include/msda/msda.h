@@ -110,6 +110,13 @@ void msda_set_num_threads(int threads);
  * msda::release_cached_workspace in msda.hpp). */
 size_t msda_cached_workspace_bytes(void);
 void msda_release_cached_workspace(void);
+/* The library's version, "major.minor.patch". */
+const char *msda_version(void);
+/* The compiled x86-64 target calls run on this CPU (avx512_zen4, avx2 or
+ * x86-64; msda::cpu_dispatch in msda.hpp tells why), or "" when every call
+ * fails (MSDA_X86_TARGET asks for more than the CPU has: the calls' error
+ * says what it lacks). */
+const char *msda_cpu_target(void);
 /* The message of this thread's last failed call ("" if none). */
 const char *msda_last_error(void);
 

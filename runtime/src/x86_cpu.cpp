@@ -1,0 +1,274 @@
+#include "x86_cpu.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+namespace msda::detail::x86 {
+
+namespace {
+
+enum class Register { eax, ebx, ecx, edx };
+
+// A feature cpuid reports as one bit, or (xcr0_mask != 0) a register state
+// the OS must enable in XCR0 before the instructions that use it can run.
+struct Feature {
+    const char *name;
+    Target tier;  // the lowest tier whose code may use it
+    std::uint32_t leaf, subleaf;
+    Register reg;
+    int bit;
+    std::uint64_t xcr0_mask = 0;
+};
+
+constexpr std::uint32_t kExtended = 0x80000000u;
+// XCR0: x87 (bit 0), SSE (1) and AVX (2) state; AVX-512's opmask (5), the
+// upper halves of zmm0-15 (6) and zmm16-31 (7).
+constexpr std::uint64_t kYmmState = 0x6;
+constexpr std::uint64_t kZmmState = 0xe6;
+
+// What each tier's code may contain. The x86-64 tier is Halide's
+// x86-64-linux (LLVM -mcpu=k8): the baseline every x86-64 CPU has. avx2 is
+// x86-64-linux-avx-avx2-f16c-fma-sse41 (LLVM -mcpu=haswell -mattr=+fma,+f16c):
+// its vector extensions, and the scalar ones LLVM's instruction selection
+// emits on its own for haswell (BMI1, BMI2, LZCNT, MOVBE, POPCNT,
+// CMPXCHG16B, LAHF/SAHF). avx512_zen4 is x86-64-linux-avx512_zen4 (LLVM
+// -mcpu=znver4 with Halide's -mattr list): every AVX-512 subset znver4 has,
+// and GFNI, which LLVM uses for byte shifts. Not required: extensions whose
+// instructions LLVM emits only for their own intrinsics, which Halide's code
+// does not call (AES, PCLMULQDQ, VAES, VPCLMULQDQ, SHA, ADX, RDRAND, RDSEED,
+// PREFETCHW, CLFLUSHOPT, CLWB, FSGSBASE, XSAVEOPT, and AMD's SSE4A, CLZERO,
+// MWAITX, RDPRU, which Intel CPUs lack); tests/check_target_instructions.py
+// decodes every compiled object and fails if its code holds an instruction
+// outside its tier's list.
+constexpr Feature kFeatures[] = {
+    {"CMOV", Target::x86_64, 1, 0, Register::edx, 15},
+    {"CX8", Target::x86_64, 1, 0, Register::edx, 8},
+    {"FXSR", Target::x86_64, 1, 0, Register::edx, 24},
+    {"MMX", Target::x86_64, 1, 0, Register::edx, 23},
+    {"SSE", Target::x86_64, 1, 0, Register::edx, 25},
+    {"SSE2", Target::x86_64, 1, 0, Register::edx, 26},
+
+    {"SSE3", Target::avx2, 1, 0, Register::ecx, 0},
+    {"SSSE3", Target::avx2, 1, 0, Register::ecx, 9},
+    {"SSE4_1", Target::avx2, 1, 0, Register::ecx, 19},
+    {"SSE4_2", Target::avx2, 1, 0, Register::ecx, 20},
+    {"POPCNT", Target::avx2, 1, 0, Register::ecx, 23},
+    {"CMPXCHG16B", Target::avx2, 1, 0, Register::ecx, 13},
+    {"LAHF_SAHF", Target::avx2, kExtended + 1, 0, Register::ecx, 0},
+    {"MOVBE", Target::avx2, 1, 0, Register::ecx, 22},
+    {"LZCNT", Target::avx2, kExtended + 1, 0, Register::ecx, 5},
+    {"BMI1", Target::avx2, 7, 0, Register::ebx, 3},
+    {"BMI2", Target::avx2, 7, 0, Register::ebx, 8},
+    {"AVX", Target::avx2, 1, 0, Register::ecx, 28},
+    {"AVX2", Target::avx2, 7, 0, Register::ebx, 5},
+    {"FMA", Target::avx2, 1, 0, Register::ecx, 12},
+    {"F16C", Target::avx2, 1, 0, Register::ecx, 29},
+    // xgetbv itself needs OSXSAVE; without it XCR0 cannot be read.
+    {"OSXSAVE", Target::avx2, 1, 0, Register::ecx, 27},
+    {"OS_YMM_STATE", Target::avx2, 0, 0, Register::eax, 0, kYmmState},
+
+    {"AVX512F", Target::avx512_zen4, 7, 0, Register::ebx, 16},
+    {"AVX512CD", Target::avx512_zen4, 7, 0, Register::ebx, 28},
+    {"AVX512BW", Target::avx512_zen4, 7, 0, Register::ebx, 30},
+    {"AVX512DQ", Target::avx512_zen4, 7, 0, Register::ebx, 17},
+    {"AVX512VL", Target::avx512_zen4, 7, 0, Register::ebx, 31},
+    {"AVX512_IFMA", Target::avx512_zen4, 7, 0, Register::ebx, 21},
+    {"AVX512_VBMI", Target::avx512_zen4, 7, 0, Register::ecx, 1},
+    {"AVX512_VBMI2", Target::avx512_zen4, 7, 0, Register::ecx, 6},
+    {"AVX512_VNNI", Target::avx512_zen4, 7, 0, Register::ecx, 11},
+    {"AVX512_BITALG", Target::avx512_zen4, 7, 0, Register::ecx, 12},
+    {"AVX512_VPOPCNTDQ", Target::avx512_zen4, 7, 0, Register::ecx, 14},
+    {"AVX512_BF16", Target::avx512_zen4, 7, 1, Register::eax, 5},
+    {"GFNI", Target::avx512_zen4, 7, 0, Register::ecx, 8},
+    {"OS_ZMM_STATE", Target::avx512_zen4, 0, 0, Register::eax, 0, kZmmState},
+};
+
+std::uint32_t read_register(const CpuidLeaf &leaf, Register reg) {
+    switch (reg) {
+    case Register::eax: return leaf.eax;
+    case Register::ebx: return leaf.ebx;
+    case Register::ecx: return leaf.ecx;
+    case Register::edx: return leaf.edx;
+    }
+    return 0;
+}
+
+bool has(const CpuWords &words, const Feature &feature) {
+    if (feature.xcr0_mask != 0) return words.xcr0 && (*words.xcr0 & feature.xcr0_mask) == feature.xcr0_mask;
+    return (read_register(words.get(feature.leaf, feature.subleaf), feature.reg) >> feature.bit) & 1;
+}
+
+std::string vendor(const CpuWords &words) {
+    const CpuidLeaf leaf0 = words.get(0);
+    char name[13] = {};
+    std::memcpy(name, &leaf0.ebx, 4);
+    std::memcpy(name + 4, &leaf0.edx, 4);
+    std::memcpy(name + 8, &leaf0.ecx, 4);
+    return name;
+}
+
+std::string brand(const CpuWords &words) {
+    std::string text;
+    for (std::uint32_t leaf = kExtended + 2; leaf <= kExtended + 4; leaf++) {
+        const CpuidLeaf l = words.get(leaf);
+        for (std::uint32_t reg : {l.eax, l.ebx, l.ecx, l.edx}) {
+            for (int byte = 0; byte < 4; byte++) text += static_cast<char>((reg >> (8 * byte)) & 0xff);
+        }
+    }
+    text.resize(std::strlen(text.c_str()));
+    const auto first = text.find_first_not_of(' ');
+    if (first == std::string::npos) return "";
+    return text.substr(first, text.find_last_not_of(' ') - first + 1);
+}
+
+}  // namespace
+
+CpuidLeaf CpuWords::get(std::uint32_t leaf, std::uint32_t subleaf) const {
+    // Above the highest leaf a CPU returns other data (Intel: its highest
+    // basic leaf's), never the features asked for.
+    const std::uint32_t base = leaf & kExtended;
+    if (leaf != base) {
+        const CpuidLeaf highest = get(base);
+        if (leaf > highest.eax) return {leaf, subleaf};
+    }
+    for (const CpuidLeaf &l : leaves) {
+        if (l.leaf == leaf && l.subleaf == subleaf) return l;
+    }
+    return {leaf, subleaf};
+}
+
+const char *target_name(Target target) {
+    switch (target) {
+    case Target::x86_64: return "x86-64";
+    case Target::avx2: return "avx2";
+    case Target::avx512_zen4: return "avx512_zen4";
+    }
+    return "unknown";
+}
+
+std::optional<Target> parse_target(std::string_view name) {
+    for (Target target : {Target::x86_64, Target::avx2, Target::avx512_zen4}) {
+        if (name == target_name(target)) return target;
+    }
+    return std::nullopt;
+}
+
+std::vector<std::string> required_features(Target target) {
+    std::vector<std::string> names;
+    for (const Feature &feature : kFeatures) {
+        if (feature.tier <= target) names.emplace_back(feature.name);
+    }
+    return names;
+}
+
+std::vector<std::string> missing_features(const CpuWords &words, Target target) {
+    std::vector<std::string> names;
+    for (const Feature &feature : kFeatures) {
+        if (feature.tier <= target && !has(words, feature)) names.emplace_back(feature.name);
+    }
+    return names;
+}
+
+Target best_target(const CpuWords &words) {
+    Target best = Target::x86_64;
+    for (Target target : {Target::avx2, Target::avx512_zen4}) {
+        if (missing_features(words, target).empty()) best = target;
+    }
+    return best;
+}
+
+std::string describe_cpu(const CpuWords &words) {
+    if (words.leaves.empty()) return "not an x86-64 CPU (no cpuid)";
+    const std::uint32_t signature = words.get(1).eax;
+    std::uint32_t family = (signature >> 8) & 0xf, model = (signature >> 4) & 0xf;
+    if (family == 0xf) family += (signature >> 20) & 0xff;
+    if (family == 0x6 || family >= 0xf) model += ((signature >> 16) & 0xf) << 4;
+    char text[96];
+    std::snprintf(text, sizeof text, "%s family 0x%x model 0x%x stepping %u", vendor(words).c_str(), family, model,
+                  signature & 0xf);
+    const std::string name = brand(words);
+    return name.empty() ? text : text + (": " + name);
+}
+
+CpuWords read_this_cpu() {
+    CpuWords words;
+#if defined(__x86_64__)
+    auto read = [&](std::uint32_t leaf, std::uint32_t subleaf) {
+        CpuidLeaf l{leaf, subleaf};
+        __cpuid_count(leaf, subleaf, l.eax, l.ebx, l.ecx, l.edx);
+        words.leaves.push_back(l);
+    };
+    read(0, 0);
+    const std::uint32_t highest = words.leaves[0].eax;
+    if (highest >= 1) read(1, 0);
+    if (highest >= 7) {
+        read(7, 0);
+        read(7, 1);
+    }
+    if (highest >= 0xd) read(0xd, 0);
+    read(kExtended, 0);
+    const std::uint32_t highest_extended = words.leaves.back().eax;
+    for (std::uint32_t leaf = kExtended + 1; leaf <= std::min(highest_extended, kExtended + 4); leaf++) {
+        read(leaf, 0);
+    }
+    // xgetbv raises #UD unless the OS has set CR4.OSXSAVE (cpuid 1 ecx 27).
+    if ((words.get(1).ecx >> 27) & 1) {
+        std::uint32_t low = 0, high = 0;
+        __asm__ volatile("xgetbv" : "=a"(low), "=d"(high) : "c"(0));
+        words.xcr0 = (std::uint64_t{high} << 32) | low;
+    }
+#endif
+    return words;
+}
+
+std::string format_words(const CpuWords &words) {
+    std::string text;
+    char line[128];
+    for (const CpuidLeaf &l : words.leaves) {
+        std::snprintf(line, sizeof line, "leaf 0x%08x sub %u: eax=%08x ebx=%08x ecx=%08x edx=%08x\n", l.leaf,
+                      l.subleaf, l.eax, l.ebx, l.ecx, l.edx);
+        text += line;
+    }
+    if (words.xcr0) {
+        std::snprintf(line, sizeof line, "xgetbv 0: eax=%08x edx=%08x\n", static_cast<unsigned>(*words.xcr0),
+                      static_cast<unsigned>(*words.xcr0 >> 32));
+        text += line;
+    }
+    return text;
+}
+
+CpuWords parse_words(std::string_view text) {
+    CpuWords words;
+    int number = 0;
+    while (!text.empty()) {
+        const std::size_t end = std::min(text.find('\n'), text.size());
+        const std::string line(text.substr(0, end));
+        text.remove_prefix(std::min(end + 1, text.size()));
+        number++;
+        if (line.find_first_not_of(" \t\r") == std::string::npos || line[line.find_first_not_of(" \t")] == '#') {
+            continue;
+        }
+        CpuidLeaf l;
+        unsigned low = 0, high = 0;
+        char rest = 0;
+        if (std::sscanf(line.c_str(), "leaf %x sub %u: eax=%x ebx=%x ecx=%x edx=%x %c", &l.leaf, &l.subleaf, &l.eax,
+                        &l.ebx, &l.ecx, &l.edx, &rest) == 6) {
+            words.leaves.push_back(l);
+        } else if (std::sscanf(line.c_str(), "xgetbv 0: eax=%x edx=%x %c", &low, &high, &rest) == 2) {
+            words.xcr0 = (std::uint64_t{high} << 32) | low;
+        } else {
+            throw std::invalid_argument("line " + std::to_string(number) +
+                                        ": expected \"leaf 0x... sub N: eax=... ebx=... ecx=... edx=...\" or "
+                                        "\"xgetbv 0: eax=... edx=...\", got \"" + line + "\"");
+        }
+    }
+    return words;
+}
+
+}  // namespace msda::detail::x86

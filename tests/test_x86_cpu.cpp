@@ -1,0 +1,266 @@
+// msda's choice of compiled x86-64 target, as a pure function of cpuid and
+// xgetbv words: on words recorded on real CPUs and the QEMU models the
+// emulated suite runs under (tests/cpuid/), on words an OS or hypervisor
+// changed, and on the CPU this runs on.
+#include <gtest/gtest.h>
+
+#include <msda/msda.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "x86_cpu.h"
+
+namespace {
+
+namespace x86 = msda::detail::x86;
+using x86::Target;
+
+// A recorded file's words. Dumps that did not record XCR0 get the states
+// leaf 0xd sub 0 reports the CPU supports, as Linux enables every user state
+// the CPU supports (the tests below change XCR0 on their own).
+x86::CpuWords recorded(const std::string &name) {
+    std::ifstream file(std::string(MSDA_CPUID_DIR) + "/" + name);
+    if (!file) throw std::runtime_error("cannot read tests/cpuid/" + name);
+    std::stringstream text;
+    text << file.rdbuf();
+    x86::CpuWords words = x86::parse_words(text.str());
+    const bool osxsave = (words.get(1).ecx >> 27) & 1;
+    if (!words.xcr0 && osxsave) {
+        const x86::CpuidLeaf states = words.get(0xd);
+        words.xcr0 = (std::uint64_t{states.edx} << 32) | states.eax;
+    }
+    return words;
+}
+
+bool contains(const std::vector<std::string> &names, const std::string &name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// The features avx512_zen4 needs beyond avx2's.
+std::vector<std::string> avx512_only() {
+    std::vector<std::string> extra;
+    for (const std::string &name : x86::required_features(Target::avx512_zen4)) {
+        if (!contains(x86::required_features(Target::avx2), name)) extra.push_back(name);
+    }
+    return extra;
+}
+
+struct RecordedCpu {
+    const char *file;
+    Target expected;
+    // What the next tier up lacks, exactly (empty: not checked).
+    std::vector<std::string> missing_above;
+};
+
+class Recorded : public testing::TestWithParam<RecordedCpu> {};
+
+TEST_P(Recorded, PicksTheBestTargetWhoseFeaturesTheCpuHas) {
+    const RecordedCpu &cpu = GetParam();
+    const x86::CpuWords words = recorded(cpu.file);
+    EXPECT_EQ(x86::target_name(x86::best_target(words)), std::string(x86::target_name(cpu.expected)))
+        << x86::describe_cpu(words);
+    for (int t = 0; t <= static_cast<int>(cpu.expected); t++) {
+        EXPECT_TRUE(x86::missing_features(words, static_cast<Target>(t)).empty())
+            << x86::target_name(static_cast<Target>(t));
+    }
+    if (cpu.expected != Target::avx512_zen4) {
+        const Target above = static_cast<Target>(static_cast<int>(cpu.expected) + 1);
+        const std::vector<std::string> missing = x86::missing_features(words, above);
+        EXPECT_FALSE(missing.empty());
+        if (!cpu.missing_above.empty()) EXPECT_EQ(missing, cpu.missing_above);
+    }
+}
+
+const std::vector<std::string> kSkylakeLacks = {"AVX512_IFMA",   "AVX512_VBMI",      "AVX512_VBMI2",
+                                                "AVX512_VNNI",   "AVX512_BITALG",    "AVX512_VPOPCNTDQ",
+                                                "AVX512_BF16",   "GFNI"};
+const std::vector<std::string> kZen3Lacks = avx512_only();
+
+INSTANTIATE_TEST_SUITE_P(
+    RealCpus, Recorded,
+    testing::Values(RecordedCpu{"zen3-epyc-7763.txt", Target::avx2, kZen3Lacks},
+                    RecordedCpu{"zen3-epyc-kvm.txt", Target::avx2, kZen3Lacks},
+                    RecordedCpu{"zen4-epyc-9654.txt", Target::avx512_zen4, {}},
+                    RecordedCpu{"skylake-sp-xeon-8160.txt", Target::avx2, kSkylakeLacks},
+                    // Ice Lake has every AVX-512 subset of Zen 4 but BF16.
+                    RecordedCpu{"icelake-server-xeon-8351n.txt", Target::avx2, {"AVX512_BF16"}},
+                    RecordedCpu{"sapphire-rapids-xeon-w9-3475x.txt", Target::avx512_zen4, {}},
+                    RecordedCpu{"intel-xeon-kvm-spr-class.txt", Target::avx512_zen4, {}},
+                    RecordedCpu{"haswell-ep-xeon-e5-2699v3.txt", Target::avx2, kZen3Lacks},
+                    RecordedCpu{"westmere-xeon-w3670.txt", Target::x86_64,
+                                {"MOVBE", "LZCNT", "BMI1", "BMI2", "AVX", "AVX2", "FMA", "F16C", "OSXSAVE",
+                                 "OS_YMM_STATE"}}),
+    [](const testing::TestParamInfo<RecordedCpu> &info) {
+        std::string name = info.param.file;
+        name = name.substr(0, name.find(".txt"));
+        std::replace_if(name.begin(), name.end(), [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); },
+                        '_');
+        return name;
+    });
+
+INSTANTIATE_TEST_SUITE_P(
+    QemuModels, Recorded,
+    testing::Values(RecordedCpu{"qemu-haswell-v4.txt", Target::avx2, {}},
+                    RecordedCpu{"qemu-epyc-milan-v1.txt", Target::avx2, {}},
+                    RecordedCpu{"qemu-nehalem-v1.txt", Target::x86_64, {}}),
+    [](const testing::TestParamInfo<RecordedCpu> &info) {
+        std::string name = info.param.file;
+        name = name.substr(0, name.find(".txt"));
+        std::replace(name.begin(), name.end(), '-', '_');
+        return name;
+    });
+
+// A hypervisor or OS can leave a state off in XCR0 while cpuid still
+// reports the instructions: their code would fault.
+TEST(Xcr0, AvxFiveTwelveOffInTheOsMeansAvx2) {
+    x86::CpuWords words = recorded("zen4-epyc-9654.txt");
+    words.xcr0 = 0x7;  // x87, SSE, AVX: no opmask or ZMM state
+    EXPECT_EQ(x86::best_target(words), Target::avx2);
+    EXPECT_EQ(x86::missing_features(words, Target::avx512_zen4), std::vector<std::string>{"OS_ZMM_STATE"});
+}
+
+TEST(Xcr0, EachZmmStateBitIsNeeded) {
+    for (std::uint64_t bit : {5, 6, 7}) {
+        x86::CpuWords words = recorded("sapphire-rapids-xeon-w9-3475x.txt");
+        words.xcr0 = 0xe7 & ~(std::uint64_t{1} << bit);
+        EXPECT_EQ(x86::best_target(words), Target::avx2) << "XCR0 bit " << bit;
+    }
+}
+
+TEST(Xcr0, AvxStateOffMeansBaseline) {
+    x86::CpuWords words = recorded("zen3-epyc-kvm.txt");
+    words.xcr0 = 0x3;  // x87 and SSE only
+    EXPECT_EQ(x86::best_target(words), Target::x86_64);
+    EXPECT_EQ(x86::missing_features(words, Target::avx2), std::vector<std::string>{"OS_YMM_STATE"});
+}
+
+TEST(Xcr0, NoOsxsaveMeansNoXgetbvAndNoAvx) {
+    x86::CpuWords words = recorded("zen4-epyc-9654.txt");
+    for (x86::CpuidLeaf &leaf : words.leaves) {
+        if (leaf.leaf == 1) leaf.ecx &= ~(1u << 27);
+    }
+    words.xcr0.reset();
+    EXPECT_EQ(x86::best_target(words), Target::x86_64);
+    EXPECT_EQ(x86::missing_features(words, Target::avx2),
+              (std::vector<std::string>{"OSXSAVE", "OS_YMM_STATE"}));
+}
+
+// Each feature's bit matters on its own: clearing any one of a CPU's
+// required bits drops it below that feature's tier.
+TEST(Features, EveryRequiredBitIsChecked) {
+    const x86::CpuWords full = recorded("sapphire-rapids-xeon-w9-3475x.txt");
+    ASSERT_EQ(x86::best_target(full), Target::avx512_zen4);
+    int cleared = 0;
+    for (const x86::CpuidLeaf &source : full.leaves) {
+        for (std::uint32_t x86::CpuidLeaf::*reg : {&x86::CpuidLeaf::eax, &x86::CpuidLeaf::ebx, &x86::CpuidLeaf::ecx,
+                                                   &x86::CpuidLeaf::edx}) {
+            if (source.leaf == 0 || source.leaf == 0x80000000u) continue;  // the highest leaves, not features
+            for (int bit = 0; bit < 32; bit++) {
+                if (!((source.*reg >> bit) & 1)) continue;
+                x86::CpuWords words = full;
+                for (x86::CpuidLeaf &leaf : words.leaves) {
+                    if (leaf.leaf == source.leaf && leaf.subleaf == source.subleaf) leaf.*reg &= ~(1u << bit);
+                }
+                const std::vector<std::string> missing = x86::missing_features(words, Target::avx512_zen4);
+                EXPECT_LE(missing.size(), 1u) << "leaf " << source.leaf << " bit " << bit;
+                if (!missing.empty()) {
+                    cleared++;
+                    EXPECT_NE(x86::best_target(words), Target::avx512_zen4) << missing[0];
+                    const bool avx2_feature = contains(x86::required_features(Target::avx2), missing[0]);
+                    const bool baseline_feature = contains(x86::required_features(Target::x86_64), missing[0]);
+                    if (!avx2_feature) EXPECT_EQ(x86::best_target(words), Target::avx2) << missing[0];
+                    if (avx2_feature && !baseline_feature) {
+                        EXPECT_EQ(x86::best_target(words), Target::x86_64) << missing[0];
+                    }
+                }
+            }
+        }
+    }
+    // Every cpuid-bit feature of the list (all but the two XCR0 states).
+    EXPECT_EQ(cleared, static_cast<int>(x86::required_features(Target::avx512_zen4).size()) - 2);
+}
+
+TEST(Features, TiersIncludeTheTiersBelow) {
+    const std::vector<std::string> baseline = x86::required_features(Target::x86_64);
+    const std::vector<std::string> avx2 = x86::required_features(Target::avx2);
+    const std::vector<std::string> zen4 = x86::required_features(Target::avx512_zen4);
+    for (const std::string &name : baseline) EXPECT_TRUE(contains(avx2, name)) << name;
+    for (const std::string &name : avx2) EXPECT_TRUE(contains(zen4, name)) << name;
+    // What the issue names for each tier.
+    for (const char *name : {"AVX", "AVX2", "FMA", "F16C"}) EXPECT_TRUE(contains(avx2, name)) << name;
+    for (const char *name : {"AVX512F", "AVX512CD", "AVX512BW", "AVX512DQ", "AVX512VL", "AVX512_IFMA", "AVX512_VBMI",
+                             "AVX512_VBMI2", "AVX512_VNNI", "AVX512_BF16", "AVX512_BITALG", "AVX512_VPOPCNTDQ"}) {
+        EXPECT_TRUE(contains(zen4, name)) << name;
+    }
+}
+
+// Above its highest leaf a CPU answers with other data: leaf 7 of a CPU
+// whose highest basic leaf is 6 must read as zeros.
+TEST(Leaves, AboveTheHighestLeafReadsZero) {
+    x86::CpuWords words = recorded("zen4-epyc-9654.txt");
+    for (x86::CpuidLeaf &leaf : words.leaves) {
+        if (leaf.leaf == 0) leaf.eax = 6;
+    }
+    EXPECT_EQ(words.get(7).ebx, 0u);
+    EXPECT_EQ(x86::best_target(words), Target::x86_64);
+    for (x86::CpuidLeaf &leaf : words.leaves) {
+        if (leaf.leaf == 0x80000000u) leaf.eax = 0x80000000u;
+    }
+    EXPECT_EQ(words.get(0x80000001u).ecx, 0u);
+}
+
+TEST(Words, FormatAndParseRoundTrip) {
+    const x86::CpuWords words = recorded("zen3-epyc-kvm.txt");
+    const x86::CpuWords again = x86::parse_words(x86::format_words(words));
+    EXPECT_EQ(x86::format_words(again), x86::format_words(words));
+    ASSERT_TRUE(again.xcr0.has_value());
+    EXPECT_EQ(*again.xcr0, 0x207u);
+}
+
+TEST(Words, ABadLineIsNamed) {
+    try {
+        x86::parse_words("# fine\nleaf 0x00000001 sub 0: eax=1 ebx=2\n");
+        FAIL() << "a line without ecx and edx was accepted";
+    } catch (const std::invalid_argument &error) {
+        EXPECT_NE(std::string(error.what()).find("line 2"), std::string::npos) << error.what();
+    }
+}
+
+TEST(Words, DescribesVendorModelAndName) {
+    EXPECT_EQ(x86::describe_cpu(recorded("qemu-epyc-milan-v1.txt")),
+              "AuthenticAMD family 0x19 model 0x1 stepping 1: AMD EPYC-Milan Processor");
+    EXPECT_EQ(x86::describe_cpu(recorded("zen4-epyc-9654.txt")), "AuthenticAMD family 0x19 model 0x11 stepping 1");
+}
+
+TEST(Names, ParseWhatTheyPrint) {
+    for (Target target : {Target::x86_64, Target::avx2, Target::avx512_zen4}) {
+        EXPECT_EQ(x86::parse_target(x86::target_name(target)), target);
+    }
+    EXPECT_FALSE(x86::parse_target("avx512").has_value());
+}
+
+// On this CPU: the library's report agrees with the decision on the words
+// it read, and calls run the target it names (unless MSDA_X86_TARGET caps it).
+TEST(ThisCpu, TheReportMatchesTheDecision) {
+    const x86::CpuWords words = x86::read_this_cpu();
+    const msda::CpuDispatch dispatch = msda::cpu_dispatch();
+    EXPECT_EQ(x86::format_words(words), dispatch.cpuid);
+    EXPECT_EQ(x86::describe_cpu(words), dispatch.cpu);
+    ASSERT_EQ(dispatch.targets.size(), 3u);
+    for (const msda::CompiledTarget &target : dispatch.targets) {
+        const Target tier = *x86::parse_target(target.name);
+        EXPECT_EQ(target.features, x86::required_features(tier));
+        EXPECT_EQ(target.missing, x86::missing_features(words, tier));
+    }
+    if (dispatch.cap.empty()) {
+        EXPECT_EQ(dispatch.selected, x86::target_name(x86::best_target(words)));
+        EXPECT_TRUE(dispatch.error.empty());
+    }
+}
+
+}  // namespace

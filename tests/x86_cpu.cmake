@@ -1,0 +1,5 @@
+# msda's choice of x86 target from cpuid and xgetbv words: recorded CPUs
+# (tests/cpuid/), words an OS or hypervisor changed, and this CPU.
+msda_add_test(test_x86_cpu core test_x86_cpu.cpp)
+target_include_directories(test_x86_cpu PRIVATE ${CMAKE_SOURCE_DIR}/runtime/src)
+target_compile_definitions(test_x86_cpu PRIVATE MSDA_CPUID_DIR="${CMAKE_CURRENT_SOURCE_DIR}/cpuid")
