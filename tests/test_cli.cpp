@@ -221,8 +221,16 @@ protected:
 
     std::string path(const std::string &name) const { return (directory_ / name).string(); }
 
+    // MSDA_CLI_EMULATOR (the emulated suite's "qemu-x86_64 -cpu MODEL")
+    // runs the binary on another CPU; this harness and its reference stay on
+    // this one.
     RunResult run(const std::vector<std::string> &arguments) const {
-        std::string command = quoted(MSDA_CLI_PATH);
+        std::string command;
+        if (const char *emulator = std::getenv("MSDA_CLI_EMULATOR")) {
+            std::istringstream words(emulator);
+            for (std::string word; words >> word;) command += ::quoted(word) + " ";
+        }
+        command += quoted(MSDA_CLI_PATH);
         for (const std::string &argument : arguments) command += " " + quoted(argument);
         command += " >" + quoted(path("stdout.txt")) + " 2>" + quoted(path("stderr.txt"));
         const int status = std::system(command.c_str());
@@ -1061,6 +1069,54 @@ TEST_F(CliRejects, GkaBackwardWithNoGradientAskedFor) {
     EXPECT_NE(result.errors.find("--grad-value"), std::string::npos) << result.errors;
     EXPECT_NE(result.errors.find("--grad-attention-weights"), std::string::npos) << result.errors;
     EXPECT_EQ(result.errors.find("--grad-sampling-locations"), std::string::npos) << "GKA has no location gradient";
+}
+
+// The target the binary must run: this process's, or under the emulated
+// suite the one MSDA_CLI_EXPECT_X86_TARGET names for its CPU model.
+std::string expected_cli_target() {
+    const char *expected = std::getenv("MSDA_CLI_EXPECT_X86_TARGET");
+    return expected != nullptr ? expected : msda::cpu_dispatch().selected;
+}
+
+// The CPU that runs the binary decides its code, and msda info says which.
+TEST_F(Cli, InfoNamesTheTargetThisCpuRuns) {
+    const std::string target = expected_cli_target();
+    const RunResult info = run({"info"});
+    EXPECT_EQ(info.exit_code, 0) << info.errors;
+    EXPECT_NE(info.output.find("\nruns: " + target + " ("), std::string::npos) << info.output;
+    EXPECT_NE(info.output.find(std::string("msda ") + msda::version() + "\n"), std::string::npos) << info.output;
+    const RunResult version = run({"--version"});
+    EXPECT_EQ(version.exit_code, 0);
+    EXPECT_EQ(version.output, std::string("msda ") + msda::version() + "\n");
+}
+
+TEST_F(CliRejects, AnUnknownCommandIsNamed) {
+    const RunResult result = run({"fowrard", "--value", "v.npy"});
+    EXPECT_EQ(result.exit_code, kExitBadUsage);
+    EXPECT_NE(result.errors.find("unknown command \"fowrard\""), std::string::npos) << result.errors;
+    EXPECT_NE(result.errors.find("forward backward demo info"), std::string::npos) << result.errors;
+}
+
+// A cap above what the CPU can run fails every call with what it lacks;
+// msda info says so and exits 1. Only where such a cap exists: a CPU
+// without AVX-512 (or AVX2).
+TEST_F(CliRejects, ACapAboveTheCpuNamesWhatItLacks) {
+    const std::string target = expected_cli_target();
+    if (target == "avx512_zen4") GTEST_SKIP() << "this CPU runs every compiled target";
+    const std::string above = target == "avx2" ? "avx512_zen4" : "avx2";
+    ASSERT_EQ(setenv("MSDA_X86_TARGET", above.c_str(), 1), 0);
+    const RunResult info = run({"info"});
+    const RunResult demo = run({"demo", "--repeats", "1"});
+    unsetenv("MSDA_X86_TARGET");
+    EXPECT_EQ(info.exit_code, kExitBadInput);
+    EXPECT_NE(info.output.find("runs: nothing"), std::string::npos) << info.output;
+    const std::size_t lacks = info.output.find("asks for code this CPU cannot run: it lacks ");
+    EXPECT_NE(lacks, std::string::npos) << info.output;
+    EXPECT_NE(info.output.find(above == "avx2" ? " AVX2 " : " AVX512F ", lacks), std::string::npos) << info.output;
+    EXPECT_EQ(demo.exit_code, kExitBadInput);
+    EXPECT_NE(demo.errors.find("MSDA_X86_TARGET=" + above + " asks for code this CPU cannot run: it lacks"),
+              std::string::npos)
+        << demo.errors;
 }
 
 TEST_F(CliRejects, HelpDescribesGka) {

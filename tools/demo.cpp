@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "commands.h"
@@ -65,10 +64,15 @@ void print_problem(const DemoShape &shape, const DemoCommand &command) {
         std::printf(" %lldx%lld", static_cast<long long>(level.height), static_cast<long long>(level.width));
     std::printf("\n  N_q = L = %lld (every pixel of every level is a query)\n",
                 static_cast<long long>(shape.value_length()));
-    if (command.threads > 0)
-        std::printf("  threads: %d\n", command.threads);
-    else
-        std::printf("  threads: one per core (%u)\n", std::thread::hardware_concurrency());
+    std::printf("  threads: %d%s\n", msda::num_threads(), command.threads > 0 ? "" : " (one per core)");
+}
+
+// The compiled code this CPU runs, or the reason no call can run (before
+// the problem is built).
+void print_target() {
+    const msda::CpuDispatch dispatch = msda::cpu_dispatch();
+    if (!dispatch.error.empty()) throw msda::Error(dispatch.error);
+    std::printf("  code: %s on %s\n", dispatch.selected.c_str(), dispatch.cpu.c_str());
 }
 
 void print_timing(const char *name, double milliseconds, double bytes, int repeats) {
@@ -91,6 +95,7 @@ bool print_comparisons(const std::vector<Comparison> &comparisons) {
 bool run_demo(const DemoCommand &command) {
     const DemoShape shape = detr_encoder_shape();
     print_problem(shape, command);
+    print_target();
 
     const DemoProblem problem = make_demo_problem(shape, kProblemSeed);
     DemoResults results = make_results(problem);
