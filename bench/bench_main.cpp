@@ -60,6 +60,7 @@
 #include <vector>
 
 #include "floor.h"
+#include "peaks.h"
 #include "msda/half.hpp"
 #include "msda/msda.hpp"
 #include "peers.h"
@@ -509,12 +510,20 @@ public:
         if (!problem_ || problem_->shape.id != shape.id || problem_->distribution != distribution) {
             problem_.reset();
             problem_ = std::make_unique<Problem>(make_problem(shape, distribution));
+            touched_ = -1;
         }
         return *problem_;
+    }
+    // The problem's touched_value_fraction (problem.h), counted once.
+    double touched_value_fraction(const Shape &shape, Distribution distribution) {
+        const Problem &problem = get(shape, distribution);
+        if (touched_ < 0) touched_ = msda_bench::touched_value_fraction(problem);
+        return touched_;
     }
 
 private:
     std::unique_ptr<Problem> problem_;
+    double touched_ = -1;  // of problem_; -1 until counted
 };
 
 struct Context {
@@ -560,10 +569,11 @@ void set_counters(benchmark::State &state, const Shape &shape, Distribution dist
     const double bytes = op == Operator::forward    ? forward_bytes(shape, element)
                          : op == Operator::backward ? backward_bytes(shape, element)
                                                     : forward_bytes(shape, element) + backward_bytes(shape, element);
-    const Floor floor = context->floor->floor(shape, distribution, op, element);
+    const double touched = context->problems.touched_value_fraction(shape, distribution);
+    const Floor floor = context->floor->floor(shape, distribution, op, element, touched);
     state.counters["ns_per_sample"] = seconds * 1e9 / static_cast<double>(shape.samples());
     state.counters["GBps"] = bytes / seconds / 1e9;
-    state.counters["floor_ratio"] = seconds / floor.seconds;
+    if (floor.seconds > 0) state.counters["floor_ratio"] = seconds / floor.seconds;
     const std::string key = std::string(operator_name(op)) + "/" + shape.id + "/" + distribution_name(distribution);
     const std::string baseline = baseline_peer(shape);
     if (implementation == baseline) {
@@ -576,7 +586,7 @@ void set_counters(benchmark::State &state, const Shape &shape, Distribution dist
         state.counters["speedup_vs_" + baseline] = found->second / seconds;
     }
     if (implementation == "msda") context->f32_seconds[key] = seconds;
-    state.SetLabel("floor " + floor.bound);
+    state.SetLabel(floor.seconds > 0 ? "floor " + floor.bound : "no floor (the probe failed its check)");
 }
 
 void run_msda(benchmark::State &state, const Shape &shape, Distribution distribution, Operator op,
@@ -670,6 +680,12 @@ void add_machine_context(const FloorModel &floor, const Settings &settings) {
         std::snprintf(buffer, sizeof buffer, "%.4g", x);
         return std::string(buffer);
     };
+    const msda::CpuDispatch dispatch = msda::cpu_dispatch();
+    benchmark::AddCustomContext("msda_version", msda::version());
+    benchmark::AddCustomContext("msda_target", dispatch.selected.empty() ? "none: " + dispatch.error
+                                                                          : dispatch.selected);
+    benchmark::AddCustomContext("msda_target_reason", dispatch.reason);
+    benchmark::AddCustomContext("cpu", dispatch.cpu);
     benchmark::AddCustomContext("threads", std::to_string(threads));
     benchmark::AddCustomContext("relayout", choice_name(kRelayouts, settings.relayout));
     benchmark::AddCustomContext("sample_order", choice_name(kSampleOrders, settings.sample_order));
@@ -681,6 +697,21 @@ void add_machine_context(const FloorModel &floor, const Settings &settings) {
     benchmark::AddCustomContext("probe_l3_GBps", text(r.l3_bytes_per_s / 1e9));
     benchmark::AddCustomContext("probe_dram_GBps", text(r.dram_bytes_per_s / 1e9));
     benchmark::AddCustomContext("probe_latency_ns", text(r.latency_ns));
+    // Each rate the floor uses, per core and cycle, beside its documented
+    // peak; and whether floors were derived at all.
+    const ProbeVerdict &verdict = floor.verdict();
+    benchmark::AddCustomContext("probe_isa", r.isa);
+    benchmark::AddCustomContext("probe_clock_GHz", text(r.clock_hz / 1e9));
+    benchmark::AddCustomContext("peaks_of", verdict.peaks.microarchitecture);
+    for (const RateCheck &check : verdict.checks) {
+        if (check.peak <= 0) continue;
+        std::string key = "per_core_cycle_" + check.name;
+        std::replace(key.begin(), key.end(), ' ', '_');
+        benchmark::AddCustomContext(key, text(check.per_core_cycle) + " " + check.unit + " (peak " + text(check.peak) +
+                                             (check.problem.empty() ? ")" : "): " + check.problem));
+    }
+    benchmark::AddCustomContext("floors", verdict.refusal.empty() ? "derived from the probe"
+                                                                   : "none: " + verdict.refusal);
 #ifdef MSDA_BENCH_HAVE_TORCH
     benchmark::AddCustomContext("grid_sample_peer", "LibTorch " MSDA_BENCH_TORCH_VERSION);
 #else

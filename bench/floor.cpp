@@ -4,6 +4,8 @@
 // probe measures (floor_probe.cpp).
 #include "floor.h"
 
+#include "peaks.h"
+
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -46,7 +48,7 @@ struct Work {
     double grad_rows = 0;   // corner rows of grad_value fetched per sample
 };
 
-Work forward_work(const Shape &shape, double element_bytes) {
+Work forward_work(const Shape &shape, double element_bytes, double value_fraction) {
     const double samples = static_cast<double>(shape.samples());
     const double row = static_cast<double>(shape.channels);  // elements per corner row
     Work work;
@@ -56,13 +58,13 @@ Work forward_work(const Shape &shape, double element_bytes) {
     const double rows = corners(shape);
     work.fmas = samples * rows * row;
     work.loaded = samples * rows * row * element_bytes;
-    work.compulsory = forward_bytes(shape, element_bytes);
+    work.compulsory = forward_bytes(shape, element_bytes, value_fraction);
     work.footprint = work.compulsory;
     work.value_rows = rows;
     return work;
 }
 
-Work backward_work(const Shape &shape, double element_bytes) {
+Work backward_work(const Shape &shape, double element_bytes, double value_fraction) {
     const double samples = static_cast<double>(shape.samples());
     const double row = static_cast<double>(shape.channels);
     Work work;
@@ -75,17 +77,18 @@ Work backward_work(const Shape &shape, double element_bytes) {
     // The four value rows (GKA: one), and as many grad_value rows read back
     // for the scatter-add (their stores are not counted).
     work.loaded = samples * 2.0 * rows * row * element_bytes;
-    work.compulsory = backward_bytes(shape, element_bytes);
+    work.compulsory = backward_bytes(shape, element_bytes, value_fraction);
     work.footprint = work.compulsory;
     work.value_rows = rows;
     work.grad_rows = rows * kGradValueFetches;
     return work;
 }
 
-Work operator_work(const Shape &shape, Operator op, double element_bytes) {
-    if (op == Operator::forward) return forward_work(shape, element_bytes);
-    if (op == Operator::backward) return backward_work(shape, element_bytes);
-    const Work f = forward_work(shape, element_bytes), b = backward_work(shape, element_bytes);
+Work operator_work(const Shape &shape, Operator op, double element_bytes, double value_fraction) {
+    if (op == Operator::forward) return forward_work(shape, element_bytes, value_fraction);
+    if (op == Operator::backward) return backward_work(shape, element_bytes, value_fraction);
+    const Work f = forward_work(shape, element_bytes, value_fraction);
+    const Work b = backward_work(shape, element_bytes, value_fraction);
     // The backward touches every tensor of the forward but the output, so
     // the pair's footprint is the backward's and the output's.
     const double output =
@@ -102,7 +105,10 @@ Work operator_work(const Shape &shape, Operator op, double element_bytes) {
 
 }  // namespace
 
-FloorModel::FloorModel(int threads) : rates_(probe_machine(threads)) {}
+FloorModel::FloorModel(int threads)
+    : rates_(probe_machine(threads)), verdict_(std::make_unique<ProbeVerdict>(check_probe(rates_))) {}
+
+FloorModel::~FloorModel() = default;
 
 double FloorModel::row_rate(long long rows, long long row_stride_bytes, long long row_bytes) {
     const auto key = std::make_tuple(rows, row_stride_bytes, row_bytes);
@@ -113,22 +119,44 @@ double FloorModel::row_rate(long long rows, long long row_stride_bytes, long lon
     return rate;
 }
 
-Floor FloorModel::floor(const Shape &shape, Distribution distribution, Operator op, double element_bytes) {
-    const Work work = operator_work(shape, op, element_bytes);
-    // The compulsory bytes come from L3 when every tensor the call touches
-    // fits in it: a benchmark loop calls the operator again and again on the
-    // same tensors, so a working set that fits stays there between calls and
-    // DRAM need never be read. Only a set larger than L3 is priced at DRAM.
-    // The L3 price never exceeds the DRAM one, whatever the noise of a probe.
-    const bool fits_l3 = rates_.l3_bytes > 0 && rates_.l3_bytes_per_s > 0 && work.footprint <= rates_.l3_bytes;
-    const double memory_rate =
-        fits_l3 ? std::max(rates_.l3_bytes_per_s, rates_.dram_bytes_per_s) : rates_.dram_bytes_per_s;
+Floor FloorModel::floor(const Shape &shape, Distribution distribution, Operator op, double element_bytes,
+                        double value_fraction) {
+    if (!verdict_->refusal.empty()) return {0, "none"};
+    const Work work = operator_work(shape, op, element_bytes, value_fraction);
+    // The compulsory bytes come from the fastest level of the hierarchy
+    // that holds every tensor the call touches: a benchmark loop calls the
+    // operator again and again on the same tensors, so a working set that
+    // fits a level stays there between calls (the threads' L1s or L2s
+    // together, the L3, else DRAM). The footprint is priced from what the
+    // call reads (value's touched rows) and writes, and each level's rate is
+    // never taken below the next one's, whatever the noise of a probe.
+    const double threads = rates_.threads;
+    struct CacheLevel {
+        double bytes, rate;
+        const char *name;
+    };
+    const double dram_rate = rates_.dram_bytes_per_s;
+    const double l3_rate = std::max(rates_.l3_bytes_per_s, dram_rate);
+    const double l2_rate = std::max(rates_.l2_bytes_per_s, l3_rate);
+    const double l1_rate = std::max(rates_.l1_bytes_per_s, l2_rate);
+    const CacheLevel cache_levels[] = {{rates_.l1_bytes * threads, l1_rate, "L1"},
+                            {rates_.l2_bytes * threads, l2_rate, "L2"},
+                            {rates_.l3_bytes, l3_rate, "L3"}};
+    double memory_rate = dram_rate;
+    const char *memory_level = "DRAM";
+    for (const CacheLevel &level : cache_levels) {
+        if (level.bytes > 0 && work.footprint <= level.bytes) {
+            memory_rate = level.rate;
+            memory_level = level.name;
+            break;
+        }
+    }
     // Each bound on its own is a time the operator cannot beat; the floor is
     // the largest, named after the limit that sets it (the first on a tie).
     std::vector<std::pair<double, const char *>> bounds = {
         {work.fmas / rates_.fma_flops_per_s, "compute"},
         {work.loaded / rates_.l1_bytes_per_s, "L1"},
-        {work.compulsory / memory_rate, fits_l3 ? "L3" : "DRAM"},
+        {work.compulsory / memory_rate, memory_level},
     };
     if (distribution == Distribution::uniform && !shape.levels.empty()) {
         // Uniform locations: every corner is a random row of its level's

@@ -1,14 +1,17 @@
 // The machine probe: peak rates of this machine for `threads` threads
 // running together (probe_machine), and the rate at which they fetch rows of
-// a table in random order (random_row_rate). Compiled with -march=native
-// (bench/CMakeLists.txt): it measures what this machine can do, so it uses
-// the widest vectors the machine has.
+// a table in random order (random_row_rate). The inner loops
+// (probe_kernels.cpp) use the widest vectors the CPU running this executes;
+// a dependent chain of adds measures the clock they run at, so that each
+// rate can be checked per core and cycle against the documented peak
+// (peaks.h).
 //
 // Every kernel runs on all threads at once, started together; a rate is the
-// work of all threads over the time of the slowest, and the best of many
-// runs (the peak, not the mean: noise only ever makes a run slower). The
-// clock of a VM like this one wanders over seconds, so probe_machine takes
-// its runs in rounds spread over the whole probe rather than back to back.
+// work of all threads over the time from their common start to the last
+// one's end (a thread the OS starts late counts), and the best of many runs
+// (the peak, not the mean: noise only ever makes a run slower). The clock
+// of a VM like this one wanders over seconds, so probe_machine takes its
+// runs in rounds spread over the whole probe rather than back to back.
 #include <algorithm>
 #include <barrier>
 #include <chrono>
@@ -21,6 +24,7 @@
 #include <new>
 #include <numeric>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -35,29 +39,16 @@
 #endif
 
 #include "floor.h"
+#include "probe_kernels.h"
 
 namespace msda_bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// 64 bytes of floats: one AVX-512 register (two AVX2 or four SSE registers
-// on machines without AVX-512). Vec is 64-byte aligned (the probe's own
-// buffers); Vec16 and VecU read rows that may start anywhere a float can.
-typedef float Vec __attribute__((vector_size(64)));
-typedef float VecU __attribute__((vector_size(64), aligned(4)));
-typedef float Vec16 __attribute__((vector_size(16), aligned(4)));
-constexpr std::size_t kVecFloats = sizeof(Vec) / sizeof(float);
-
 // Keeps a result alive so that the loads and FMAs producing it are not
 // optimised away.
 volatile float g_sink;
-
-float horizontal_sum(const Vec &v) {
-    float sum = 0.0f;
-    for (std::size_t i = 0; i < kVecFloats; ++i) sum += v[i];
-    return sum;
-}
 
 // An uninitialised buffer, 2 MiB aligned and (on Linux) backed by
 // transparent huge pages where the kernel allows it, so that the probes
@@ -112,21 +103,22 @@ void pin_to_cpu(int index) {
 }
 
 // Runs body(t) on new threads t = 0..threads-1, all released together once
-// every thread is running, and returns the seconds of the slowest.
+// every thread is running, and returns the seconds from that release to the
+// end of the last one.
 double run_together(int threads, const std::function<void(int)> &body) {
-    std::barrier start(threads);
-    std::vector<double> seconds(threads);
+    Clock::time_point released;
+    std::barrier start(threads, [&]() noexcept { released = Clock::now(); });
+    std::vector<Clock::time_point> ends(threads);
     auto worker = [&](int t) {
         pin_to_cpu(t);
         start.arrive_and_wait();
-        const Clock::time_point begin = Clock::now();
         body(t);
-        seconds[t] = std::chrono::duration<double>(Clock::now() - begin).count();
+        ends[t] = Clock::now();
     };
     std::vector<std::thread> pool;
     for (int t = 0; t < threads; ++t) pool.emplace_back(worker, t);
     for (std::thread &thread : pool) thread.join();
-    return *std::max_element(seconds.begin(), seconds.end());
+    return std::chrono::duration<double>(*std::max_element(ends.begin(), ends.end()) - released).count();
 }
 
 // The least of `repeats` timings of run_together(threads, body).
@@ -159,92 +151,49 @@ void first_touch(char *data, std::size_t bytes, int threads) {
 }
 
 // ---------------------------------------------------------------------------
-// FMA throughput: kChains independent accumulator chains of vector FMAs per
-// thread. An FMA has a latency of 4 cycles and two issue ports on recent x86
-// cores, so at least 8 chains are needed to keep both ports busy; 16 leave
-// room and fit the 32 AVX-512 registers with the two operands.
+// The clock: kAddsPerRound dependent adds of a register a round, one a
+// cycle on every x86 core of this century (each waits for the one before),
+// while the loop's own counter runs beside them on other ports. Not adds of
+// an immediate: Golden Cove folds chains of those at rename, several a cycle.
 
-constexpr int kChains = 16;
+constexpr long long kAddsPerRound = 100;
 
-#if defined(__AVX512F__)
-using FmaReg = __m512;
-constexpr int kFmaLanes = 16;
-inline FmaReg fma_splat(float x) { return _mm512_set1_ps(x); }
-inline FmaReg fma_step(FmaReg acc, FmaReg m, FmaReg a) { return _mm512_fmadd_ps(acc, m, a); }
-inline float fma_sum(FmaReg v) {
-    alignas(64) float lanes[16];
-    _mm512_store_ps(lanes, v);
-    return std::accumulate(lanes, lanes + 16, 0.0f);
-}
-#elif defined(__FMA__)
-using FmaReg = __m256;
-constexpr int kFmaLanes = 8;
-inline FmaReg fma_splat(float x) { return _mm256_set1_ps(x); }
-inline FmaReg fma_step(FmaReg acc, FmaReg m, FmaReg a) { return _mm256_fmadd_ps(acc, m, a); }
-inline float fma_sum(FmaReg v) {
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, v);
-    return std::accumulate(lanes, lanes + 8, 0.0f);
-}
+__attribute__((noinline)) std::uint64_t add_chain(long long rounds, std::uint64_t step) {
+    std::uint64_t x = 0;
+    for (long long n = 0; n < rounds; ++n) {
+#if defined(__x86_64__) || defined(__i386__)
+        __asm__ volatile(".rept 100\n\tadd %1, %0\n\t.endr" : "+r"(x) : "r"(step));
 #else
-using FmaReg = float;
-constexpr int kFmaLanes = 1;
-inline FmaReg fma_splat(float x) { return x; }
-inline FmaReg fma_step(FmaReg acc, FmaReg m, FmaReg a) { return __builtin_fmaf(acc, m, a); }
-inline float fma_sum(FmaReg v) { return v; }
+        for (long long k = 0; k < kAddsPerRound; ++k) __asm__ volatile("add %0, %0, %1" : "+r"(x) : "r"(step));
 #endif
-
-// `iterations` rounds of kChains FMAs; acc = acc * m + a converges to
-// a / (1 - m), so the values stay normal and finite however long it runs.
-__attribute__((noinline)) float fma_kernel(long long iterations, float seed) {
-    const FmaReg m = fma_splat(0.999f), a = fma_splat(0.001f);
-    FmaReg acc[kChains];
-    for (int i = 0; i < kChains; ++i) acc[i] = fma_splat(seed + static_cast<float>(i));
-    for (long long n = 0; n < iterations; ++n) {
-        // Keeps the compiler from collapsing rounds of the loop.
-        __asm__ volatile("" : "+x"(acc[0]));
-#pragma GCC unroll 16
-        for (int i = 0; i < kChains; ++i) acc[i] = fma_step(acc[i], m, a);
     }
-    float sum = 0.0f;
-    for (int i = 0; i < kChains; ++i) sum += fma_sum(acc[i]);
-    return sum;
+    return x;
 }
 
+RateProbe clock_probe() {
+    // 2M rounds: about 70 ms at 3 GHz.
+    constexpr long long kRounds = 1 << 21;
+    return {static_cast<double>(kRounds) * kAddsPerRound,
+            [](int t) { g_sink = static_cast<float>(add_chain(kRounds, static_cast<std::uint64_t>(t) + 1) & 1); }};
+}
+
+// FMA throughput: the kernel's independent chains of vector multiply-adds.
 RateProbe fma_probe(int threads) {
-    // 1M rounds of 16 x 16 lane-FMAs a thread: about 4 ms at two ports and 3 GHz.
+    // 1M rounds a thread: a few ms at two ports and 3 GHz.
     constexpr long long kIterations = 1 << 20;
-    return {static_cast<double>(kIterations) * kChains * kFmaLanes * threads,
-            [](int t) { g_sink = fma_kernel(kIterations, static_cast<float>(t)); }};
+    const ProbeKernels &kernels = probe_kernels();
+    return {static_cast<double>(kIterations) * static_cast<double>(kernels.fmas_per_iteration) * threads,
+            [&kernels](int t) { g_sink = kernels.fma(kIterations, static_cast<float>(t)); }};
 }
 
-// ---------------------------------------------------------------------------
-// Load bandwidth: `passes` passes over `count` vectors, summed into 16
-// accumulators (two loads and two adds a cycle need 8 chains of 4-cycle adds
-// to keep up; 16 leave room).
-
-__attribute__((noinline)) float sum_kernel(const Vec *data, std::size_t count, long long passes) {
-    Vec acc[16] = {};
-    for (long long p = 0; p < passes; ++p) {
-        // The compiler must assume the pointer changed: each pass loads again.
-        __asm__ volatile("" : "+r"(data));
-        for (std::size_t i = 0; i + 16 <= count; i += 16) {
-#pragma GCC unroll 16
-            for (int j = 0; j < 16; ++j) acc[j] += data[i + j];
-        }
-    }
-    Vec total = {};
-    for (const Vec &v : acc) total += v;
-    return horizontal_sum(total);
-}
-
-// Each of `threads` threads sums its own `bytes_per_thread` bytes of
-// `buffer` (first-touched) `passes` times.
+// Load bandwidth: each of `threads` threads sums its own `bytes_per_thread`
+// bytes of `buffer` (first-touched) `passes` times.
 RateProbe load_probe(const Buffer &buffer, int threads, std::size_t bytes_per_thread, long long passes) {
-    const std::size_t count = bytes_per_thread / sizeof(Vec) / 16 * 16;
-    const Vec *data = reinterpret_cast<const Vec *>(buffer.data());
-    return {static_cast<double>(count * sizeof(Vec)) * static_cast<double>(passes) * threads,
-            [=](int t) { g_sink = sum_kernel(data + count * t, count, passes); }};
+    const std::size_t bytes = bytes_per_thread / 1024 * 1024;  // a multiple of 16 vectors of any ISA
+    const char *data = buffer.data();
+    const ProbeKernels &kernels = probe_kernels();
+    return {static_cast<double>(bytes) * static_cast<double>(passes) * threads,
+            [=, &kernels](int t) { g_sink = kernels.sum(data + bytes * t, bytes, passes); }};
 }
 
 // ---------------------------------------------------------------------------
@@ -304,81 +253,19 @@ RowTable &row_table() {
     return table;
 }
 
-// Sums the first `row_bytes` bytes of the rows at base + offsets[0..count).
-// Rows of Chunks whole vectors get their own loop, 8 rows a round and fully
-// unrolled, into 16 accumulators (enough chains of 4-cycle adds for two
-// loads a cycle); any other size takes the generic one.
-template <int Chunks>
-__attribute__((noinline)) float sum_rows_fixed(const char *base, const std::int64_t *offsets, std::size_t count) {
-    Vec acc[16] = {};
-    std::size_t i = 0;
-    for (; i + 8 <= count; i += 8) {
-#pragma GCC unroll 8
-        for (int r = 0; r < 8; ++r) {
-            const VecU *row = reinterpret_cast<const VecU *>(base + offsets[i + r]);
-#pragma GCC unroll 8
-            for (int c = 0; c < Chunks; ++c) acc[(r * Chunks + c) % 16] += row[c];
-        }
-    }
-    for (; i < count; ++i) {
-        const VecU *row = reinterpret_cast<const VecU *>(base + offsets[i]);
-        for (int c = 0; c < Chunks; ++c) acc[c % 16] += row[c];
-    }
-    Vec total = {};
-    for (const Vec &v : acc) total += v;
-    return horizontal_sum(total);
-}
-
-// Any row size: whole vectors, the last one ending at the row's end
-// (overlapping the one before), so that exactly the row's bytes are read.
-__attribute__((noinline)) float sum_rows_any(const char *base, const std::int64_t *offsets, std::size_t count,
-                                             std::size_t row_bytes) {
-    Vec acc[4] = {};
-    float scalar = 0.0f;
-    for (std::size_t i = 0; i < count; ++i) {
-        const char *row = base + offsets[i];
-        Vec &a = acc[i % 4];
-        if (row_bytes >= sizeof(Vec)) {
-            for (std::size_t b = 0; b < row_bytes; b += sizeof(Vec))
-                a += *reinterpret_cast<const VecU *>(row + std::min(b, row_bytes - sizeof(Vec)));
-        } else if (row_bytes >= sizeof(Vec16)) {
-            Vec16 part = {};
-            for (std::size_t b = 0; b < row_bytes; b += sizeof(Vec16))
-                part += *reinterpret_cast<const Vec16 *>(row + std::min(b, row_bytes - sizeof(Vec16)));
-            for (int k = 0; k < 4; ++k) a[k] += part[k];
-        } else {
-            for (std::size_t b = 0; b + sizeof(float) <= row_bytes; b += sizeof(float)) {
-                float x;
-                std::memcpy(&x, row + b, sizeof(float));
-                scalar += x;
-            }
-        }
-    }
-    Vec total = acc[0] + acc[1] + acc[2] + acc[3];
-    return horizontal_sum(total) + scalar;
-}
-
-float sum_rows(const char *base, const std::int64_t *offsets, std::size_t count, std::size_t row_bytes) {
-    switch (row_bytes) {
-        case 64: return sum_rows_fixed<1>(base, offsets, count);
-        case 128: return sum_rows_fixed<2>(base, offsets, count);
-        case 192: return sum_rows_fixed<3>(base, offsets, count);
-        case 256: return sum_rows_fixed<4>(base, offsets, count);
-        default: return sum_rows_any(base, offsets, count, row_bytes);
-    }
-}
-
 // ---------------------------------------------------------------------------
-// The L3's size in bytes, as the system reports it: sysconf where the C
-// library knows it, else the first CPU's index3 cache in sysfs ("307200K");
-// 0 if neither says.
-
-double l3_cache_bytes() {
+// A data cache's size in bytes as the system reports it (1: one core's L1d,
+// 2: its L2, 3: the L3): sysconf where the C library knows it, else the
+// first CPU's cache of that level in sysfs ("307200K"); 0 if neither says.
+double cache_bytes(int level) {
 #if defined(__linux__) && defined(_SC_LEVEL3_CACHE_SIZE)
-    const long reported = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    const int names[] = {_SC_LEVEL1_DCACHE_SIZE, _SC_LEVEL2_CACHE_SIZE, _SC_LEVEL3_CACHE_SIZE};
+    const long reported = sysconf(names[level - 1]);
     if (reported > 0) return static_cast<double>(reported);
 #endif
-    std::ifstream file("/sys/devices/system/cpu/cpu0/cache/index3/size");
+    // sysfs: index0 is the L1d, index1 the L1i, then L2 and L3.
+    const int index = level == 1 ? 0 : level;
+    std::ifstream file("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
     double size = 0;
     char unit = 0;
     if (!(file >> size) || size <= 0) return 0;
@@ -391,6 +278,21 @@ double l3_cache_bytes() {
 }
 
 }  // namespace
+
+const ProbeKernels &probe_kernels() {
+    // GCC's checks read cpuid and, for AVX and AVX-512, that the OS saves
+    // the registers (XCR0). MSDA_PROBE_ISA=avx2 or sse2 narrows the choice
+    // (to see what narrower code reaches on one machine; the documented
+    // peaks stay those of the widest vectors).
+    static const ProbeKernels &chosen = [] () -> const ProbeKernels & {
+        const char *asked = std::getenv("MSDA_PROBE_ISA");
+        const std::string cap = asked != nullptr ? asked : "avx512";
+        if (cap == "avx512" && __builtin_cpu_supports("avx512f")) return kProbeKernelsAvx512;
+        if (cap != "sse2" && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return kProbeKernelsAvx2;
+        return kProbeKernelsSse2;
+    }();
+    return chosen;
+}
 
 MachineRates probe_machine(int threads) {
     threads = std::max(1, threads);
@@ -416,6 +318,7 @@ MachineRates probe_machine(int threads) {
     first_touch(l3.data(), l3_buffer_bytes, threads);
     first_touch(dram.data(), kDramBytes, threads);
 
+    RateProbe clock = clock_probe();
     RateProbe fma = fma_probe(threads);
     RateProbe l1_loads = load_probe(l1, threads, kL1Bytes, 25000);
     RateProbe l2_loads = load_probe(l2, threads, kL2Bytes, 150);
@@ -425,6 +328,7 @@ MachineRates probe_machine(int threads) {
     // buffers into their cores' caches.
     for (RateProbe *probe : {&fma, &l1_loads, &l2_loads}) run_together(threads, probe->body);
     for (int round = 0; round < 5; ++round) {
+        clock.run(threads, 1);
         fma.run(threads, 2);
         l1_loads.run(threads, 3);
         l2_loads.run(threads, 3);
@@ -432,17 +336,22 @@ MachineRates probe_machine(int threads) {
         // brings it back, the next two stream it from L3.
         l3_stream.run(threads, 3);
         stream.run(threads, 1);
+        clock.run(threads, 1);
     }
 
     MachineRates rates;
     rates.threads = threads;
+    rates.isa = probe_kernels().isa;
+    rates.clock_hz = clock.rate();
     rates.fma_flops_per_s = fma.rate();
     rates.l1_bytes_per_s = l1_loads.rate();
     rates.l2_bytes_per_s = l2_loads.rate();
     rates.l3_bytes_per_s = l3_stream.rate();
     rates.dram_bytes_per_s = stream.rate();
     rates.latency_ns = probe_latency(dram);
-    rates.l3_bytes = l3_cache_bytes();
+    rates.l1_bytes = cache_bytes(1);
+    rates.l2_bytes = cache_bytes(2);
+    rates.l3_bytes = cache_bytes(3);
     return rates;
 }
 
@@ -451,7 +360,7 @@ double random_row_rate(long long rows, long long row_stride_bytes, long long row
     rows = std::clamp(rows, 1LL, (1LL << 32) - 1);  // a row index is drawn from 32 random bits
     row_bytes = std::max<long long>(row_bytes, sizeof(float));
     row_stride_bytes = std::max(row_stride_bytes, row_bytes);
-    const std::size_t table_bytes = static_cast<std::size_t>(rows) * row_stride_bytes + sizeof(Vec);
+    const std::size_t table_bytes = static_cast<std::size_t>(rows) * row_stride_bytes + 64;
 
     RowTable &table = row_table();
     std::lock_guard<std::mutex> lock(table.mutex);
@@ -485,7 +394,7 @@ double random_row_rate(long long rows, long long row_stride_bytes, long long row
     long long passes = 1;
     auto body = [&](int t) {
         for (long long p = 0; p < passes; ++p)
-            g_sink = sum_rows(base, offsets[t].data(), count, static_cast<std::size_t>(row_bytes));
+            g_sink = probe_kernels().sum_rows(base, offsets[t].data(), count, static_cast<std::size_t>(row_bytes));
     };
     // The first run brings whatever fits into the caches (as the bench's
     // warm-up runs do for value) and sizes the timed runs to ~3 ms each.

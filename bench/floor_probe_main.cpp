@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "floor.h"
+#include "peaks.h"
 #include "problem.h"
 
 namespace {
@@ -46,12 +47,11 @@ int main(int argc, char **argv) {
     FloorModel model(threads);
     const auto probed = std::chrono::steady_clock::now();
     const MachineRates &rates = model.rates();
-    if (rates.threads == 1) {
-        std::printf("Machine rates, 1 thread:\n");
-    } else {
-        std::printf("Machine rates, %d threads together (sums over threads):\n", rates.threads);
-    }
-    std::printf("  FMA          %8.1f GFMA/s (float32 lane-FMAs)\n", rates.fma_flops_per_s * 1e-9);
+    const ProbeVerdict &verdict = model.verdict();
+    std::printf("Machine rates, %d thread%s together (sums over threads), %s vectors, clock %.2f GHz (dependent adds, "
+                "the slowest thread):\n",
+                rates.threads, rates.threads == 1 ? "" : "s", rates.isa, rates.clock_hz * 1e-9);
+    std::printf("  FMA          %8.1f GFMA/s (float32 lane multiply-adds)\n", rates.fma_flops_per_s * 1e-9);
     std::printf("  L1 loads     %8.1f GB/s\n", rates.l1_bytes_per_s * 1e-9);
     std::printf("  L2 loads     %8.1f GB/s\n", rates.l2_bytes_per_s * 1e-9);
     if (rates.l3_bytes > 0) {
@@ -63,11 +63,25 @@ int main(int argc, char **argv) {
     }
     std::printf("  DRAM stream  %8.1f GB/s\n", rates.dram_bytes_per_s * 1e-9);
     std::printf("  latency      %8.1f ns (one thread, dependent loads)\n", rates.latency_ns);
-    std::printf("  (probe took %.2f s)\n\n", std::chrono::duration<double>(probed - begin).count());
+    std::printf("  (probe took %.2f s)\n", std::chrono::duration<double>(probed - begin).count());
+    std::printf("Per core and cycle, against the documented peak of %s (%s):\n",
+                verdict.peaks.microarchitecture.c_str(), verdict.peaks.source.c_str());
+    for (const RateCheck &check : verdict.checks) {
+        if (check.unit.empty() || check.unit == "GHz") continue;
+        std::printf("  %-12s %8.2f %-9s peak %6.3g  %s\n", check.name.c_str(), check.per_core_cycle,
+                    check.unit.c_str(), check.peak, check.problem.empty() ? "ok" : check.problem.c_str());
+    }
+    if (!verdict.refusal.empty()) {
+        std::printf("No floor: the probe's rates fail its check (%s)\n", verdict.refusal.c_str());
+        return 1;
+    }
+    std::printf("\n");
 
     const Operator ops[] = {Operator::forward, Operator::backward, Operator::forward_backward};
     const Distribution distributions[] = {Distribution::local, Distribution::uniform};
-    std::printf("Floor in ms (bound), %d thread%s:\n", threads, threads == 1 ? "" : "s");
+    std::printf("Floor in ms (bound), %d thread%s, value read whole (msda_bench counts the rows each problem's "
+                "samples read):\n",
+                threads, threads == 1 ? "" : "s");
     std::printf("%-6s %-8s", "shape", "dist");
     for (Operator op : ops) std::printf(" %22s", operator_name(op));
     std::printf("\n");

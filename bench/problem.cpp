@@ -173,24 +173,74 @@ Problem make_problem(const Shape &shape, Distribution distribution, std::uint64_
 // Locations (two coordinates a sample) and their gradient are float32.
 constexpr double kLocationBytes = 4.0;
 
-double forward_bytes(const Shape &shape, double element_bytes) {
+double forward_bytes(const Shape &shape, double element_bytes, double value_fraction) {
     const double samples = static_cast<double>(shape.samples());
     const double value = static_cast<double>(shape.batch * shape.value_length() * shape.heads * shape.channels);
     const double output = static_cast<double>(shape.batch * shape.queries * shape.heads * shape.channels);
-    // value, attention_weights and output in the storage dtype; locations.
-    return element_bytes * (value + samples + output) + kLocationBytes * 2.0 * samples;
+    // value (the rows read), attention_weights and output in the storage
+    // dtype; locations.
+    return element_bytes * (value * value_fraction + samples + output) + kLocationBytes * 2.0 * samples;
 }
 
-double backward_bytes(const Shape &shape, double element_bytes) {
+double backward_bytes(const Shape &shape, double element_bytes, double value_fraction) {
     const double samples = static_cast<double>(shape.samples());
     const double value = static_cast<double>(shape.batch * shape.value_length() * shape.heads * shape.channels);
     const double output = static_cast<double>(shape.batch * shape.queries * shape.heads * shape.channels);
-    // Inputs (value, attention_weights, grad_output; locations), then the
-    // gradients (grad_value, grad_attention_weights; grad_sampling_locations,
-    // which GKA does not have).
+    // Inputs (value's rows read, attention_weights, grad_output; locations),
+    // then the gradients (all of grad_value, grad_attention_weights;
+    // grad_sampling_locations, which GKA does not have).
     const double location_gradient = shape.attention == Attention::gka ? 0.0 : kLocationBytes * 2.0 * samples;
-    return element_bytes * (value + samples + output) + kLocationBytes * 2.0 * samples +
+    return element_bytes * (value * value_fraction + samples + output) + kLocationBytes * 2.0 * samples +
            element_bytes * (value + samples) + location_gradient;
+}
+
+double touched_value_fraction(const Problem &problem) {
+    const Shape &shape = problem.shape;
+    const std::int64_t length = shape.value_length(), heads = shape.heads, levels = shape.levels.size();
+    std::vector<bool> touched(static_cast<std::size_t>(shape.batch * length * heads), false);
+    std::int64_t count = 0;
+    auto touch = [&](std::int64_t b, std::int64_t row, std::int64_t h) {
+        const std::size_t index = static_cast<std::size_t>((b * length + row) * heads + h);
+        if (!touched[index]) {
+            touched[index] = true;
+            count++;
+        }
+    };
+    const float *location = problem.sampling_locations.data();
+    for (std::int64_t b = 0; b < shape.batch; b++) {
+        for (std::int64_t q = 0; q < shape.queries; q++) {
+            for (std::int64_t h = 0; h < heads; h++) {
+                for (std::int64_t l = 0; l < levels; l++) {
+                    const std::int64_t height = shape.levels[l].height, width = shape.levels[l].width;
+                    const std::int64_t start = problem.level_start_index[l];
+                    for (std::int64_t p = 0; p < shape.points; p++, location += 2) {
+                        if (shape.attention == Attention::gka) {
+                            const auto clamp = [](double v, std::int64_t n) {
+                                return std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(v)), 0, n - 1);
+                            };
+                            touch(b, start + clamp(location[1], height) * width + clamp(location[0], width), h);
+                            continue;
+                        }
+                        const double x = static_cast<double>(location[0]) * width - 0.5;
+                        const double y = static_cast<double>(location[1]) * height - 0.5;
+                        if (!(x > -1 && x < width && y > -1 && y < height)) continue;
+                        // The far corner along an axis has weight 0 when
+                        // the coordinate is a whole pixel.
+                        const std::int64_t x0 = static_cast<std::int64_t>(std::floor(x));
+                        const std::int64_t y0 = static_cast<std::int64_t>(std::floor(y));
+                        const std::int64_t x1 = x > static_cast<double>(x0) ? x0 + 1 : x0;
+                        const std::int64_t y1 = y > static_cast<double>(y0) ? y0 + 1 : y0;
+                        for (std::int64_t cy = y0; cy <= y1; cy++) {
+                            for (std::int64_t cx = x0; cx <= x1; cx++) {
+                                if (cx >= 0 && cx < width && cy >= 0 && cy < height) touch(b, start + cy * width + cx, h);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    return touched.empty() ? 0.0 : static_cast<double>(count) / static_cast<double>(touched.size());
 }
 
 }  // namespace msda_bench

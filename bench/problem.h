@@ -119,7 +119,19 @@ Problem make_problem(const Shape &shape, Distribution distribution, std::uint64_
 // dtype: value, attention_weights, output / grad_output, grad_value and
 // grad_attention_weights (4 for float32, 2 for float16 and bfloat16). The
 // locations and their gradient are float32 (4 bytes) in every case.
-double forward_bytes(const Shape &shape, double element_bytes = 4.0);
-double backward_bytes(const Shape &shape, double element_bytes = 4.0);
+// `value_fraction`: the share of value's rows (one head's C_h elements of
+// one pixel) the call must read at the least (touched_value_fraction); 1
+// counts all of value. grad_value is written whole either way (its rows no
+// sample reaches are zeros).
+double forward_bytes(const Shape &shape, double element_bytes = 4.0, double value_fraction = 1.0);
+double backward_bytes(const Shape &shape, double element_bytes = 4.0, double value_fraction = 1.0);
+
+// The share of value's (b, pixel, head) rows that some sample of the
+// problem reads with a weight that can be non-zero: the bilinear corners
+// inside the level of every sample inside the gate (MSDA, align_corners
+// off, zeros padding), or the one row of each sample (GKA, floor). No
+// implementation can compute the output without reading them, so they bound
+// value's compulsory bytes; a decoder's few queries read a small share.
+double touched_value_fraction(const Problem &problem);
 
 }  // namespace msda_bench

@@ -160,13 +160,27 @@ def header(data):
     text = "**msda_bench, %s, on %s**" % (context.get("date", "date unknown"), context.get("host_name", "?"))
     if machine:
         text += ": " + ", ".join(machine)
+    if "cpu" in context:
+        text += "; CPU " + context["cpu"]
+    if "msda_target" in context:
+        # The compiled code msda ran (absent from older benches' JSON).
+        text += "; msda %s runs %s" % (context.get("msda_version", "?"), context["msda_target"])
     probes = ["%s %s %s" % (name, context[key], unit) for key, name, unit in PROBE_KEYS if key in context]
+    if "probe_clock_GHz" in context:
+        probes.append("clock %s GHz (%s vectors)" % (context["probe_clock_GHz"], context.get("probe_isa", "?")))
     # Any probe rate this script does not know yet, under its own name.
-    known = {key for key, _, _ in PROBE_KEYS}
+    known = {key for key, _, _ in PROBE_KEYS} | {"probe_clock_GHz", "probe_isa"}
     probes += ["%s %s" % (key, value) for key, value in context.items()
                if key.startswith("probe_") and key not in known]
     if probes:
         text += "; probe: " + ", ".join(probes)
+    cycles = ["%s %s" % (key[len("per_core_cycle_"):].replace("_", " "), value) for key, value in context.items()
+              if key.startswith("per_core_cycle_")]
+    if cycles:
+        text += "; per core and cycle against %s's documented peaks: %s" % (
+            context.get("peaks_of", "?"), ", ".join(cycles))
+    if context.get("floors", "").startswith("none"):
+        text += "; NO FLOORS (%s)" % context["floors"]
     if "grid_sample_peer" in context:
         text += "; grid_sample peer: " + context["grid_sample_peer"]
     if "gka_torch_peer" in context and any(

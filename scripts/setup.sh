@@ -8,7 +8,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
-debian_packages=(g++ python3-venv libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev)
+debian_packages=(g++ python3-venv libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev qemu-user)
 if [ "${1:-}" = "--peers" ]; then debian_packages+=(libtorch-dev); fi
 missing=()
 for p in "${debian_packages[@]}"; do

@@ -183,15 +183,24 @@ Target best_target(const CpuWords &words) {
     return best;
 }
 
+Signature signature(const CpuWords &words) {
+    const std::uint32_t eax = words.get(1).eax;
+    Signature result;
+    result.vendor = vendor(words);
+    result.family = (eax >> 8) & 0xf;
+    result.model = (eax >> 4) & 0xf;
+    result.stepping = eax & 0xf;
+    if (result.family == 0xf) result.family += (eax >> 20) & 0xff;
+    if (result.family == 0x6 || result.family >= 0xf) result.model += ((eax >> 16) & 0xf) << 4;
+    return result;
+}
+
 std::string describe_cpu(const CpuWords &words) {
     if (words.leaves.empty()) return "not an x86-64 CPU (no cpuid)";
-    const std::uint32_t signature = words.get(1).eax;
-    std::uint32_t family = (signature >> 8) & 0xf, model = (signature >> 4) & 0xf;
-    if (family == 0xf) family += (signature >> 20) & 0xff;
-    if (family == 0x6 || family >= 0xf) model += ((signature >> 16) & 0xf) << 4;
+    const Signature cpu = signature(words);
     char text[96];
-    std::snprintf(text, sizeof text, "%s family 0x%x model 0x%x stepping %u", vendor(words).c_str(), family, model,
-                  signature & 0xf);
+    std::snprintf(text, sizeof text, "%s family 0x%x model 0x%x stepping %u", cpu.vendor.c_str(), cpu.family,
+                  cpu.model, cpu.stepping);
     const std::string name = brand(words);
     return name.empty() ? text : text + (": " + name);
 }

@@ -48,6 +48,14 @@ std::vector<std::string> missing_features(const CpuWords &words, Target target);
 // The best tier whose every required feature the CPU has.
 Target best_target(const CpuWords &words);
 
+// Vendor, family, model and stepping (cpuid leaf 0 and 1, the extended
+// family and model folded in as the vendors' manuals say).
+struct Signature {
+    std::string vendor;  // "GenuineIntel", "AuthenticAMD", ...
+    unsigned family = 0, model = 0, stepping = 0;
+};
+Signature signature(const CpuWords &words);
+
 // "GenuineIntel family 0x6 model 0x8f stepping 8: Intel(R) Xeon(R) ...".
 std::string describe_cpu(const CpuWords &words);
 
