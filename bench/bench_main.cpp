@@ -40,6 +40,11 @@
 //                        LibTorch peers' own copies are left as LibTorch
 //                        allocates them
 //   --check-only         run the agreement check and exit
+//   --count-calls N      time nothing: run one shape's (--shapes, one
+//                        --distributions, one --ops of forward or backward)
+//                        msda plan once, then N times inside
+//                        msda_bench_counted_calls, for instruction counts
+//                        under valgrind --tool=callgrind (bench/count_instructions.sh)
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -79,6 +84,7 @@ struct Settings {
     bool one_shot = false;
     bool huge_pages = false;
     bool check_only = false;
+    int count_calls = 0;
 };
 
 // The shapes msda also runs in half precision.
@@ -214,6 +220,8 @@ Settings parse_settings(int &argc, char **argv) {
             settings.huge_pages = true;
         } else if (arg == "--check-only") {
             settings.check_only = true;
+        } else if (auto v = value("--count-calls")) {
+            settings.count_calls = std::max(1, std::atoi(v->c_str()));
         } else {
             argv[kept++] = argv[i];
         }
@@ -574,6 +582,9 @@ void set_counters(benchmark::State &state, const Shape &shape, Distribution dist
     state.counters["ns_per_sample"] = seconds * 1e9 / static_cast<double>(shape.samples());
     state.counters["GBps"] = bytes / seconds / 1e9;
     if (floor.seconds > 0) state.counters["floor_ratio"] = seconds / floor.seconds;
+    // The share of value's rows the samples read, which the floor's
+    // compulsory bytes count (problem.h's touched_value_fraction).
+    state.counters["value_rows_read"] = touched;
     const std::string key = std::string(operator_name(op)) + "/" + shape.id + "/" + distribution_name(distribution);
     const std::string baseline = baseline_peer(shape);
     if (implementation == baseline) {
@@ -727,6 +738,54 @@ void add_machine_context(const FloorModel &floor, const Settings &settings) {
 }  // namespace
 }  // namespace msda_bench
 
+// The calls callgrind counts (--toggle-collect=msda_bench_counted_calls):
+// everything `call` runs on this thread (one thread: --threads 1).
+extern "C" __attribute__((noinline)) void msda_bench_counted_calls(void (*call)(void *), void *state, int calls) {
+    for (int n = 0; n < calls; ++n) call(state);
+}
+
+namespace msda_bench {
+namespace {
+
+// --count-calls: one (shape, distribution, op), a warm-up call, then the
+// counted ones.
+int count_calls(const Settings &settings) {
+    const std::vector<Shape> all = [] {
+        std::vector<Shape> shapes = canonical_shapes();
+        for (const Shape &shape : gka_shapes()) shapes.push_back(shape);
+        return shapes;
+    }();
+    const Shape *shape = nullptr;
+    for (const Shape &candidate : all) {
+        if (settings.shapes.size() == 1 && settings.shapes.count(candidate.id)) shape = &candidate;
+    }
+    const bool local = settings.distributions.size() == 1 && settings.distributions.count("local");
+    const bool uniform = settings.distributions.size() == 1 && settings.distributions.count("uniform");
+    const bool forward = settings.ops.size() == 1 && settings.ops.count("forward");
+    const bool backward = settings.ops.size() == 1 && settings.ops.count("backward");
+    if (shape == nullptr || !(local || uniform) || !(forward || backward)) {
+        std::fprintf(stderr, "msda_bench --count-calls: give one of --shapes, --distributions and --ops "
+                             "(forward or backward)\n");
+        return 2;
+    }
+    const Problem problem = make_problem(*shape, local ? Distribution::local : Distribution::uniform);
+    MsdaRunner runner(problem, settings);
+    auto call = forward ? +[](void *r) { static_cast<MsdaRunner *>(r)->forward(); }
+                        : +[](void *r) { static_cast<MsdaRunner *>(r)->backward(); };
+    call(&runner);  // the warm-up, not counted
+    msda_bench_counted_calls(call, &runner, settings.count_calls);
+    const msda::CpuDispatch dispatch = msda::cpu_dispatch();
+    std::printf("msda_bench --count-calls: %s/%s/%s, %d counted calls, %lld samples a call, C_h %lld, "
+                "msda runs %s on %s\n",
+                forward ? "forward" : "backward", shape->id.c_str(), local ? "local" : "uniform", settings.count_calls,
+                static_cast<long long>(shape->samples()), static_cast<long long>(shape->channels),
+                dispatch.selected.c_str(), dispatch.cpu.c_str());
+    return 0;
+}
+
+}  // namespace
+}  // namespace msda_bench
+
 int main(int argc, char **argv) {
     using namespace msda_bench;
     Context context_storage;
@@ -735,6 +794,7 @@ int main(int argc, char **argv) {
     const Settings &settings = context->settings;
     msda::set_num_threads(settings.threads);
     set_huge_pages(settings.huge_pages);  // before any tensor is allocated
+    if (settings.count_calls > 0) return count_calls(settings);
 
     // The peers must compute what msda computes, on a decoder and an
     // encoder-like problem in both distributions (GKA's peer on small

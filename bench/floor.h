@@ -17,7 +17,7 @@ namespace msda_bench {
 struct MachineRates {
     int threads = 1;
     const char *isa = "";           // the vectors the probe's loops used (probe_kernels.h)
-    double clock_hz = 0;            // the core clock during the probe (the slowest thread's, the best round)
+    double clock_hz = 0;            // the core clock during the probe (the fastest uninterrupted chain of adds)
     double fma_flops_per_s = 0;     // float32 fused multiply-adds per second (each counts 1)
     double l1_bytes_per_s = 0;      // loads from an L1-resident buffer
     double l2_bytes_per_s = 0;      // loads from an L2-resident buffer

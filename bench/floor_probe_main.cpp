@@ -49,7 +49,7 @@ int main(int argc, char **argv) {
     const MachineRates &rates = model.rates();
     const ProbeVerdict &verdict = model.verdict();
     std::printf("Machine rates, %d thread%s together (sums over threads), %s vectors, clock %.2f GHz (dependent adds, "
-                "the slowest thread):\n",
+                "the fastest uninterrupted chain):\n",
                 rates.threads, rates.threads == 1 ? "" : "s", rates.isa, rates.clock_hz * 1e-9);
     std::printf("  FMA          %8.1f GFMA/s (float32 lane multiply-adds)\n", rates.fma_flops_per_s * 1e-9);
     std::printf("  L1 loads     %8.1f GB/s\n", rates.l1_bytes_per_s * 1e-9);

@@ -62,45 +62,21 @@ enum class Operator : int { msda = 0, gka = 1 };
 // forward) or to nearest, ties to even (the original GKT).
 enum class Rounding : int { floor = 0, nearest = 1 };
 
-// Whether the kernels read value from a head-major copy. In the BLNC layout
-// one head's rows lie N_h * C_h elements apart, so a kernel working through
-// one head touches a cache line and often a page per row. When a call
-// samples every value row many times, copying value head-major first (and
-// summing grad_value head-major, then copying it into grad_value) is
-// faster; the copies live in the plan's workspace. automatic: for BLNC value
-// of more than 2 MiB, 2 or more heads, and at least 4 samples per value row
-// (N_q * N_l * N_p >= 4 L); always: whenever value is BLNC with 2 or more
-// heads; never. Results are bitwise the same either way.
+// Whether value is first copied head-major into the plan's workspace (and
+// grad_value summed there), which calls that sample every row of a BLNC
+// value many times run faster with. automatic: msda decides
+// (docs/policies.md); always: whenever value is BLNC with 2 or more heads;
+// never. Results are bitwise the same either way.
 enum class Relayout : int { automatic = 0, always = 1, never = 2 };
 
-// How the forward, the backward's per-sample gradients (those of
-// sampling_locations and attention_weights) and grad_value's scatter walk
-// the samples. by_level: head by head, and level by level over runs of
-// queries, so one level of one head is the working set of the corner reads
-// (best when queries sample scattered locations). by_query: query by query,
-// each head's levels and points together (best when a query's samples lie
-// close together, as in encoders and decoders that refine reference
-// points). It exists for MSDA with C_h = 32, float32 sampling_locations and
-// (N_l, N_p) of (4, 4), (3, 4) or (4, 8): the forward's in float32, float16
-// and bfloat16 storage, the backward's in float32 for (4, 4) or (4, 8) (its
-// per-sample gradients' only when both are asked for); with
-// sampling_locations in the BQHLP2 layout and the (N_l, N_p, 2) and
-// (N_l, N_p) blocks of sampling_locations, attention_weights and (for the
-// per-sample gradients) their gradients dense (outer strides are free);
-// elsewhere the order is by_level whatever is asked.
-// automatic: by_query where it exists, one head's largest level holds more
-// than 1 MiB of value (H * W * C_h times 4 bytes, 2 in half precision;
-// below that, by_level keeps each level of a head in a core's L2), and most of up to 32 queries
-// (spread over the call) have all their level-0 samples within 16 pixels of
-// each other along each axis; otherwise by_level. Both orders are
-// deterministic and agree to float32 rounding (each result is summed in the
-// same order, but multiplies and adds may be contracted differently);
-// grad_value is bitwise the same either way (each row's contributions are
-// added in the same order). sample_order() reports the per-sample
-// gradients' order; grad_value's scatter decides its own the same way,
-// but automatic takes by_query for clustered samples on levels of any size
-// (its read-modify-writes gain from the query order even where every level
-// fits in L2).
+// How the forward, the backward's per-sample gradients and grad_value's
+// scatter walk the samples: by_level (head by head, level by level; serves
+// every call) or by_query (query by query; compiled for MSDA with C_h = 32,
+// float32 locations and (N_l, N_p) of (4, 4), (3, 4) or (4, 8), dense
+// per-sample blocks; where it does not exist, calls walk by level).
+// automatic: msda decides (docs/policies.md). Both are deterministic;
+// grad_value has the same bits in both, the other results may differ in
+// the last bits (multiply-adds contracted differently).
 enum class SampleOrder : int { automatic = 0, by_level = 1, by_query = 2 };
 
 struct Options {
@@ -174,12 +150,10 @@ class Plan {
 public:
     Plan(const ProblemSize &size, const Options &options = {});
 
-    // Bytes of scratch memory a call needs (0 when none is needed): the
-    // head-major copy of value (Options::relayout), and the float32 sums of
-    // grad_value when it is stored in half precision or summed head-major,
-    // plus 63 bytes: the regions start at the workspace's first 64-byte
-    // boundary, whatever the pointer's alignment. The same workspace serves
-    // forward and backward.
+    // Bytes of scratch memory a call needs (0 when none is needed): value
+    // staged head-major (Options::relayout) and grad_value's float32 sums
+    // (half precision, or staged), at any pointer alignment. The same
+    // workspace serves forward and backward.
     std::size_t workspace_size() const;
 
     // Validates the tensors against the plan, then runs. The workspace must
@@ -197,11 +171,10 @@ private:
     Options options_;
 };
 
-// One-shot calls: plan, take a workspace, run. The workspace a call needs
-// (Plan::workspace_size(): the staged value copy and grad_value sums) comes
-// from a process-wide cache: the largest block a finished one-shot call used
-// is kept and lent to the next call it is large enough for; a call that finds
-// it lent out allocates its own. Calls with a Plan never touch the cache.
+// One-shot calls: plan, take a workspace, run. The workspace comes from a
+// process-wide cache (the largest block a finished one-shot call used, lent
+// to the next call it fits; a call that finds it lent out allocates its
+// own). Calls with a Plan never touch the cache.
 void forward(const ForwardArgs &args, const Options &options = {});
 void backward(const BackwardArgs &args, const Options &options = {});
 
