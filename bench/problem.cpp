@@ -232,7 +232,8 @@ double touched_value_fraction(const Problem &problem) {
                         const std::int64_t y1 = y > static_cast<double>(y0) ? y0 + 1 : y0;
                         for (std::int64_t cy = y0; cy <= y1; cy++) {
                             for (std::int64_t cx = x0; cx <= x1; cx++) {
-                                if (cx >= 0 && cx < width && cy >= 0 && cy < height) touch(b, start + cy * width + cx, h);
+                                const bool inside = cx >= 0 && cx < width && cy >= 0 && cy < height;
+                                if (inside) touch(b, start + cy * width + cx, h);
                             }
                         }
                     }

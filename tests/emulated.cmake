@@ -27,6 +27,7 @@ set(_msda_emulated_slices
     "gka|test_gka|Gka.*:Grid/GkaGrid.MatchesReference/c3_lines*:Grid/GkaGrid.MatchesReference/c32_detr*:Grid/GkaGrid.MatchesReference/c8_pyramid*"
     "sample_order|test_sample_order|Grid/ByQueryGrid.*inside*:Grid/ByQueryGrid.*non_finite*"
     "relayout|test_relayout|Grid/RelayoutGrid.StagedMatchesUnstagedBitwise/c8_pyramid_q300_inside_*:Grid/RelayoutGrid.StagedMatchesUnstagedBitwise/c32_b3_q1_padded_*:Relayout.GkaStagedMatchesUnstagedBitwise"
+    "x86_cpu|test_x86_cpu|ThisCpu.*"
     "determinism|test_determinism|Colliding/Determinism.*c17_zeros_float32:Colliding/Determinism.*c32_border_bfloat16")
 # The command line runs under QEMU; the harness and its reference do not.
 set(_msda_emulated_cli_filter

@@ -101,8 +101,8 @@ Choice make_choice() {
         }
         if (*asked > choice.allowed) {
             choice.error = "msda: MSDA_X86_TARGET=" + choice.cap + " asks for code this CPU cannot run: it lacks " +
-                           joined(x86::missing_features(choice.words, *asked)) + " (this CPU runs " + x86::target_name(choice.allowed) + "; " +
-                           x86::describe_cpu(choice.words) + ")";
+                           joined(x86::missing_features(choice.words, *asked)) + " (this CPU runs " +
+                           x86::target_name(choice.allowed) + "; " + x86::describe_cpu(choice.words) + ")";
             return choice;
         }
         ceiling = *asked;
