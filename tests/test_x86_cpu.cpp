@@ -7,6 +7,7 @@
 #include <msda/msda.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -76,6 +77,15 @@ TEST_P(Recorded, PicksTheBestTargetWhoseFeaturesTheCpuHas) {
     }
 }
 
+// A case's name: its file's, without .txt, every other character than a
+// letter or digit made '_'.
+std::string recorded_file_name(const testing::TestParamInfo<RecordedCpu> &info) {
+    std::string name = info.param.file;
+    name = name.substr(0, name.find(".txt"));
+    std::replace_if(name.begin(), name.end(), [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); }, '_');
+    return name;
+}
+
 const std::vector<std::string> kSkylakeLacks = {"AVX512_IFMA",   "AVX512_VBMI",      "AVX512_VBMI2",
                                                 "AVX512_VNNI",   "AVX512_BITALG",    "AVX512_VPOPCNTDQ",
                                                 "AVX512_BF16",   "GFNI"};
@@ -95,25 +105,14 @@ INSTANTIATE_TEST_SUITE_P(
                     RecordedCpu{"westmere-xeon-w3670.txt", Target::x86_64,
                                 {"MOVBE", "LZCNT", "BMI1", "BMI2", "AVX", "AVX2", "FMA", "F16C", "OSXSAVE",
                                  "OS_YMM_STATE"}}),
-    [](const testing::TestParamInfo<RecordedCpu> &info) {
-        std::string name = info.param.file;
-        name = name.substr(0, name.find(".txt"));
-        std::replace_if(name.begin(), name.end(), [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); },
-                        '_');
-        return name;
-    });
+    recorded_file_name);
 
 INSTANTIATE_TEST_SUITE_P(
     QemuModels, Recorded,
     testing::Values(RecordedCpu{"qemu-haswell-v4.txt", Target::avx2, {}},
                     RecordedCpu{"qemu-epyc-milan-v1.txt", Target::avx2, {}},
                     RecordedCpu{"qemu-nehalem-v1.txt", Target::x86_64, {}}),
-    [](const testing::TestParamInfo<RecordedCpu> &info) {
-        std::string name = info.param.file;
-        name = name.substr(0, name.find(".txt"));
-        std::replace(name.begin(), name.end(), '-', '_');
-        return name;
-    });
+    recorded_file_name);
 
 // A hypervisor or OS can leave a state off in XCR0 while cpuid still
 // reports the instructions: their code would fault.

@@ -37,9 +37,9 @@ const CompiledX86Target kCompiled[] = {
 #undef MSDA_X86_TARGET_ENTRY
 };
 
-// The x86 features of a Halide target, as the multi-target wrapper passes
-// them to halide_can_use_target_features, and the least tier whose
-// compiled strings carry them all.
+// The x86 ISA features a Halide target may carry in the bits the
+// multi-target wrapper passes to halide_can_use_target_features;
+// tier_allows says which a tier's code may have (none but these tiers').
 constexpr halide_target_feature_t kX86IsaFeatures[] = {
     halide_target_feature_sse41,           halide_target_feature_avx,
     halide_target_feature_avx2,            halide_target_feature_avxvnni,
