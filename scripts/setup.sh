@@ -3,13 +3,16 @@
 # Debian (only those missing) and Halide 21.0.0 + CMake + Ninja from PyPI into
 # the project-local virtual environment .venv. Idempotent and quiet when done.
 #
-#   scripts/setup.sh           what building and testing need
-#   scripts/setup.sh --peers   also LibTorch (libtorch-dev), the bench's grid_sample peer
+#   scripts/setup.sh   what building, testing and benchmarking need: the
+#                      compilers and test libraries, qemu-user for the emulated
+#                      suites, LibTorch (libtorch-dev) for the torch operator and
+#                      the bench's peers, python3-torch for its Python tests,
+#                      and libdlpack-dev for msda/dlpack.hpp
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
-debian_packages=(g++ python3-venv libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev qemu-user)
-if [ "${1:-}" = "--peers" ]; then debian_packages+=(libtorch-dev); fi
+debian_packages=(g++ python3-venv libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev qemu-user
+    libtorch-dev python3-torch libdlpack-dev)
 missing=()
 for p in "${debian_packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -12,6 +12,8 @@ add_test(NAME consumer_find_package
         -D C_COMPILER=${CMAKE_C_COMPILER}
         -D CXX_COMPILER=${CMAKE_CXX_COMPILER}
         -D NM=${CMAKE_NM}
+        -D TORCH=$<TARGET_EXISTS:msda_torch>
+        -D TORCH_PYTHON=$<$<TARGET_EXISTS:msda_torch>:${MSDA_TORCH_PYTHON}>
         -P ${CMAKE_CURRENT_SOURCE_DIR}/consumer/run_consumer.cmake)
 set_tests_properties(consumer_find_package PROPERTIES LABELS core TIMEOUT 600)
 msda_add_test(test_c_api_layouts core test_c_api_layouts.cpp)

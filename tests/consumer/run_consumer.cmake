@@ -2,7 +2,10 @@
 # exports, then builds and runs the consumer project against that prefix.
 # cmake -D MSDA_BUILD_DIR=... -D CONSUMER_SOURCE_DIR=... -D WORK_DIR=...
 #       -D GENERATOR=... -D MAKE_PROGRAM=... -D C_COMPILER=... -D CXX_COMPILER=...
-#       -D NM=... -P run_consumer.cmake
+#       -D NM=... [-D TORCH=1 [-D TORCH_PYTHON=...]] -P run_consumer.cmake
+# With TORCH (the build has libmsda_torch.so), the consumer also links
+# msda::torch; with TORCH_PYTHON, that Python runs the installed package
+# msda_torch.
 cmake_minimum_required(VERSION 3.20)
 
 foreach (required IN ITEMS MSDA_BUILD_DIR CONSUMER_SOURCE_DIR WORK_DIR GENERATOR)
@@ -87,6 +90,9 @@ set(configure_args -S ${CONSUMER_SOURCE_DIR} -B ${consumer_build} -G ${GENERATOR
     -DCMAKE_PREFIX_PATH=${prefix}
     -DMSDA_EXPECTED_PREFIX=${prefix}
     -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
+if (TORCH)
+    list(APPEND configure_args -DMSDA_CONSUMER_TORCH=ON)
+endif ()
 if (MAKE_PROGRAM)
     list(APPEND configure_args -DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM})
 endif ()
@@ -98,7 +104,33 @@ if (CXX_COMPILER)
 endif ()
 run_step("configure the consumer" ${CMAKE_COMMAND} ${configure_args})
 run_step("build the consumer" ${CMAKE_COMMAND} --build ${consumer_build})
-foreach (program IN ITEMS msda_consumer_cpp msda_consumer_c)
+set(programs msda_consumer_cpp msda_consumer_c)
+if (TORCH)
+    list(APPEND programs msda_consumer_torch)
+endif ()
+foreach (program IN ITEMS ${programs})
     run_step("run ${program}" ${consumer_build}/${program})
     message(STATUS "${step_output}")
 endforeach ()
+if (TORCH_PYTHON)
+    file(GLOB_RECURSE packages ${prefix}/*.py)
+    list(FILTER packages INCLUDE REGEX "/msda_torch/__init__\\.py$")
+    list(LENGTH packages package_count)
+    if (NOT package_count EQUAL 1)
+        message(FATAL_ERROR "the install holds ${package_count} copies of the Python package msda_torch: ${packages}")
+    endif ()
+    get_filename_component(package_dir ${packages} DIRECTORY)
+    get_filename_component(python_path ${package_dir} DIRECTORY)
+    run_step("run the installed Python package" ${CMAKE_COMMAND} -E env PYTHONPATH=${python_path} MSDA_TORCH_LIBRARY=
+        ${TORCH_PYTHON} ${CONSUMER_SOURCE_DIR}/consumer_torch.py)
+    message(STATUS "${step_output}")
+    run_step("find where the installed package loads from" ${CMAKE_COMMAND} -E env PYTHONPATH=${python_path}
+        MSDA_TORCH_LIBRARY= ${TORCH_PYTHON} -c "print(__import__('msda_torch').LIBRARY)")
+    file(REAL_PATH "${prefix}" real_prefix)
+    string(STRIP "${step_output}" loaded)
+    file(REAL_PATH "${loaded}" loaded)
+    string(FIND "${loaded}" "${real_prefix}/" at)
+    if (NOT at EQUAL 0)
+        message(FATAL_ERROR "the installed package loads ${loaded}, not the library installed under ${prefix}")
+    endif ()
+endif ()

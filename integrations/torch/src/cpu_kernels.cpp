@@ -1,0 +1,148 @@
+// The operators' CPU kernels: torch tensors become msda views in place (a
+// copy only where msda needs a contiguous channel dimension), outputs are
+// allocated at the sizes msda validated, and msda's one-shot calls run
+// (their workspace comes from msda's cache, reused across calls).
+#include <ATen/ops/empty.h>
+#include <torch/library.h>
+
+#include "msda/torch.hpp"
+#include "operators.h"
+
+namespace msda_torch::detail {
+
+namespace {
+
+// value's C_h and grad_output's N_h*C_h are the dimensions msda needs dense.
+constexpr int64_t kValueChannelDim = 3;
+constexpr int64_t kOutputChannelDim = 2;
+
+struct Inputs {
+    at::Tensor value;  // channels dense
+    msda::TensorView value_view, spatial_shapes, level_start_index, sampling_locations, attention_weights;
+};
+
+Inputs inputs_of(const char *op, const at::Tensor &value, const at::Tensor &spatial_shapes,
+                 const at::Tensor &level_start_index, const at::Tensor &sampling_locations,
+                 const at::Tensor &attention_weights) {
+    check_storage_dtype(value, op, "value");
+    check_storage_dtype(sampling_locations, op, "sampling_locations");
+    check_storage_dtype(attention_weights, op, "attention_weights");
+    Inputs inputs;
+    inputs.value = with_dense_dim(value, kValueChannelDim);
+    inputs.value_view = tensor_view(inputs.value, "value");
+    inputs.spatial_shapes = tensor_view(spatial_shapes, "spatial_shapes");
+    inputs.level_start_index = tensor_view(level_start_index, "level_start_index");
+    inputs.sampling_locations = tensor_view(sampling_locations, "sampling_locations");
+    inputs.attention_weights = tensor_view(attention_weights, "attention_weights");
+    return inputs;
+}
+
+at::Tensor forward(const char *op, const msda::Options &options, const at::Tensor &value,
+                   const at::Tensor &spatial_shapes, const at::Tensor &level_start_index,
+                   const at::Tensor &sampling_locations, const at::Tensor &attention_weights) {
+    const Inputs inputs =
+        inputs_of(op, value, spatial_shapes, level_start_index, sampling_locations, attention_weights);
+    msda::ForwardArgs args;
+    args.value = inputs.value_view;
+    args.spatial_shapes = inputs.spatial_shapes;
+    args.level_start_index = inputs.level_start_index;
+    args.sampling_locations = inputs.sampling_locations;
+    args.attention_weights = inputs.attention_weights;
+    const msda::ProblemSize size = calling_msda([&] { return msda::ProblemSize::of(args, options); });
+    at::Tensor output = at::empty({size.batch, size.queries, size.heads * size.channels}, value.options());
+    args.output = tensor_view(output, "output");
+    use_torch_threads();
+    calling_msda([&] { msda::forward(args, options); });
+    return output;
+}
+
+// The gradients in `wanted` (value, sampling_locations, attention_weights),
+// each with the sizes and dtype of its tensor; the others undefined.
+std::array<at::Tensor, 3> backward(const char *op, msda::Options options, std::array<bool, 3> wanted,
+                                   const at::Tensor &grad_output, const at::Tensor &value,
+                                   const at::Tensor &spatial_shapes, const at::Tensor &level_start_index,
+                                   const at::Tensor &sampling_locations, const at::Tensor &attention_weights) {
+    const Inputs inputs =
+        inputs_of(op, value, spatial_shapes, level_start_index, sampling_locations, attention_weights);
+    check_storage_dtype(grad_output, op, "grad_output");
+    const at::Tensor dense_grad_output = with_dense_dim(grad_output, kOutputChannelDim);
+    options.grad_value = wanted[0];
+    options.grad_sampling_locations = wanted[1];
+    options.grad_attention_weights = wanted[2];
+    msda::BackwardArgs args;
+    args.value = inputs.value_view;
+    args.spatial_shapes = inputs.spatial_shapes;
+    args.level_start_index = inputs.level_start_index;
+    args.sampling_locations = inputs.sampling_locations;
+    args.attention_weights = inputs.attention_weights;
+    args.grad_output = tensor_view(dense_grad_output, "grad_output");
+    calling_msda([&] { msda::ProblemSize::of(args, options); });
+
+    std::array<at::Tensor, 3> grads;
+    const at::Tensor *of[3] = {&value, &sampling_locations, &attention_weights};
+    msda::TensorView *views[3] = {&args.grad_value, &args.grad_sampling_locations, &args.grad_attention_weights};
+    static const char *const names[3] = {"grad_value", "grad_sampling_locations", "grad_attention_weights"};
+    for (int i = 0; i < 3; ++i) {
+        if (!wanted[i]) continue;
+        grads[i] = at::empty(of[i]->sizes(), of[i]->options());
+        *views[i] = tensor_view(grads[i], names[i]);
+    }
+    if (wanted[0] || wanted[1] || wanted[2]) {
+        use_torch_threads();
+        calling_msda([&] { msda::backward(args, options); });
+    }
+    return grads;
+}
+
+at::Tensor ms_deform_attn_cpu(const at::Tensor &value, const at::Tensor &spatial_shapes,
+                              const at::Tensor &level_start_index, const at::Tensor &sampling_locations,
+                              const at::Tensor &attention_weights, c10::string_view value_layout,
+                              c10::string_view locations_layout, bool align_corners,
+                              c10::string_view padding_mode) {
+    const msda::Options options =
+        msda_options(kMsdaForward, value_layout, locations_layout, align_corners, padding_mode);
+    return forward(kMsdaForward, options, value, spatial_shapes, level_start_index, sampling_locations,
+                   attention_weights);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> ms_deform_attn_backward_cpu(
+    const at::Tensor &grad_output, const at::Tensor &value, const at::Tensor &spatial_shapes,
+    const at::Tensor &level_start_index, const at::Tensor &sampling_locations,
+    const at::Tensor &attention_weights, c10::string_view value_layout, c10::string_view locations_layout,
+    bool align_corners, c10::string_view padding_mode, std::array<bool, 3> output_mask) {
+    const msda::Options options =
+        msda_options(kMsdaBackward, value_layout, locations_layout, align_corners, padding_mode);
+    auto grads = backward(kMsdaBackward, options, output_mask, grad_output, value, spatial_shapes,
+                          level_start_index, sampling_locations, attention_weights);
+    return {grads[0], grads[1], grads[2]};
+}
+
+at::Tensor geometric_kernel_attention_cpu(const at::Tensor &value, const at::Tensor &spatial_shapes,
+                                          const at::Tensor &level_start_index,
+                                          const at::Tensor &sampling_locations,
+                                          const at::Tensor &attention_weights, c10::string_view rounding) {
+    return forward(kGkaForward, gka_options(kGkaForward, rounding), value, spatial_shapes, level_start_index,
+                   sampling_locations, attention_weights);
+}
+
+std::tuple<at::Tensor, at::Tensor> geometric_kernel_attention_backward_cpu(
+    const at::Tensor &grad_output, const at::Tensor &value, const at::Tensor &spatial_shapes,
+    const at::Tensor &level_start_index, const at::Tensor &sampling_locations,
+    const at::Tensor &attention_weights, c10::string_view rounding, std::array<bool, 2> output_mask) {
+    auto grads = backward(kGkaBackward, gka_options(kGkaBackward, rounding), {output_mask[0], false, output_mask[1]},
+                          grad_output, value, spatial_shapes, level_start_index, sampling_locations,
+                          attention_weights);
+    return {grads[0], grads[2]};
+}
+
+}  // namespace
+
+}  // namespace msda_torch::detail
+
+TORCH_LIBRARY_IMPL(msda, CPU, m) {
+    using namespace msda_torch::detail;
+    m.impl("ms_deform_attn", &ms_deform_attn_cpu);
+    m.impl("ms_deform_attn_backward", &ms_deform_attn_backward_cpu);
+    m.impl("geometric_kernel_attention", &geometric_kernel_attention_cpu);
+    m.impl("geometric_kernel_attention_backward", &geometric_kernel_attention_backward_cpu);
+}

@@ -1,0 +1,246 @@
+"""msda's operators from Python (python/msda_torch, torch.ops.load_library)
+against float64 references that autograd differentiates: Deformable DETR's
+grid_sample decomposition of MSDA, and a gather for GKA.
+
+Run by ctest: PYTHONPATH holds the build's python/ folder."""
+
+import os
+import unittest
+
+import torch
+import torch.nn.functional as F
+
+import msda_torch
+
+LEVELS = [(5, 7), (3, 4), (1, 2)]
+BATCH, QUERIES, HEADS, CHANNELS, POINTS = 2, 6, 3, 5, 2
+TOLERANCE = {torch.float32: 1e-5, torch.float16: 5e-3, torch.bfloat16: 2e-2}
+
+
+def make_inputs(seed, dtype=torch.float32, locations_dtype=torch.float32, low=-0.15, high=1.15):
+    generator = torch.Generator().manual_seed(seed)
+    length = sum(h * w for h, w in LEVELS)
+    spatial_shapes = torch.tensor(LEVELS, dtype=torch.int64)
+    level_start_index = torch.cat([torch.zeros(1, dtype=torch.int64),
+                                   (spatial_shapes[:, 0] * spatial_shapes[:, 1]).cumsum(0)[:-1]])
+    value = torch.randn(BATCH, length, HEADS, CHANNELS, generator=generator).to(dtype)
+    locations = (torch.rand(BATCH, QUERIES, HEADS, len(LEVELS), POINTS, 2, generator=generator) * (high - low)
+                 + low).to(locations_dtype)
+    weights = torch.rand(BATCH, QUERIES, HEADS, len(LEVELS), POINTS, generator=generator).to(dtype)
+    grad_output = torch.randn(BATCH, QUERIES, HEADS * CHANNELS, generator=generator).to(dtype)
+    return value, spatial_shapes, level_start_index, locations, weights, grad_output
+
+
+def leaf(tensor, requires_grad=True):
+    return tensor.detach().clone().requires_grad_(requires_grad)
+
+
+def msda_reference(value, spatial_shapes, locations, weights, grad_output, align_corners=False,
+                   padding_mode="zeros"):
+    """ms_deform_attn_core_pytorch in float64: (output, grad_value,
+    grad_sampling_locations, grad_attention_weights)."""
+    value, locations, weights = (leaf(t.double()) for t in (value, locations, weights))
+    batch, _, heads, channels = value.shape
+    _, queries, _, levels, points, _ = locations.shape
+    sizes = [int(h) * int(w) for h, w in spatial_shapes.tolist()]
+    sampled = []
+    for level, (value_l, (height, width)) in enumerate(zip(value.split(sizes, dim=1), spatial_shapes.tolist())):
+        value_l = value_l.permute(0, 2, 3, 1).reshape(batch * heads, channels, height, width)
+        grid_l = (2 * locations[:, :, :, level] - 1).transpose(1, 2).flatten(0, 1)
+        sampled.append(F.grid_sample(value_l, grid_l, mode="bilinear", padding_mode=padding_mode,
+                                     align_corners=align_corners))
+    attention = weights.transpose(1, 2).reshape(batch * heads, 1, queries, levels, points)
+    output = (torch.stack(sampled, dim=3) * attention).sum((3, 4)).view(batch, heads, channels, queries)
+    output = output.permute(0, 3, 1, 2).reshape(batch, queries, heads * channels)
+    output.backward(grad_output.double())
+    return output.detach(), value.grad, locations.grad, weights.grad
+
+
+def gka_reference(value, spatial_shapes, locations, weights, grad_output, nearest=False):
+    value, weights = leaf(value.double()), leaf(weights.double())
+    locations = locations.double()
+    batch, _, heads, channels = value.shape
+    output = 0
+    start = 0
+    for level, (height, width) in enumerate(spatial_shapes.tolist()):
+        def pixel(coordinate, extent):
+            return (coordinate.round() if nearest else coordinate.floor()).clamp(0, extent - 1).long()
+        x, y = locations[:, :, :, level, :, 0], locations[:, :, :, level, :, 1]
+        rows = start + pixel(y, height) * width + pixel(x, width)  # (B, Q, H, P)
+        heads_index = torch.arange(heads).view(1, 1, heads, 1)
+        batch_index = torch.arange(batch).view(batch, 1, 1, 1)
+        gathered = value[batch_index, rows, heads_index]  # (B, Q, H, P, C)
+        output = output + (gathered * weights[:, :, :, level, :, None]).sum(3)
+        start += height * width
+    output = output.reshape(batch, -1, heads * channels)
+    output.backward(grad_output.double())
+    return output.detach(), value.grad, None, weights.grad
+
+
+class Comparisons(unittest.TestCase):
+    def assert_close(self, actual, expected, tolerance, what):
+        self.assertIsNotNone(actual, what + " is None")
+        self.assertEqual(actual.shape, expected.shape, what)
+        scale = max(expected.abs().max().item(), 1e-30)
+        error = (actual.detach().double() - expected).abs().max().item()
+        self.assertLessEqual(error, tolerance * scale, f"{what}: largest error {error}, largest magnitude {scale}")
+
+    def run_msda(self, inputs, requires_grad=(True, True, True), **options):
+        value, spatial_shapes, level_start_index, locations, weights, grad_output = inputs
+        value, locations, weights = (leaf(t, r) for t, r in zip((value, locations, weights), requires_grad))
+        output = msda_torch.ms_deform_attn(value, spatial_shapes, level_start_index, locations, weights, **options)
+        if output.requires_grad:
+            output.backward(grad_output)
+        return output.detach(), value.grad, locations.grad, weights.grad
+
+
+class MultiScaleDeformableAttention(Comparisons):
+    def test_forward_and_gradients_match_the_float64_grid_sample_path(self):
+        for seed in (1, 2, 3):
+            inputs = make_inputs(seed)
+            expected = msda_reference(inputs[0], inputs[1], inputs[3], inputs[4], inputs[5])
+            actual = self.run_msda(inputs)
+            for name, a, e in zip(("output", "grad_value", "grad_sampling_locations", "grad_attention_weights"),
+                                  actual, expected):
+                self.assert_close(a, e, 1e-5, name)
+
+    def test_align_corners_and_border_padding(self):
+        inputs = make_inputs(4)
+        for align_corners in (False, True):
+            for padding_mode in ("zeros", "border"):
+                with self.subTest(align_corners=align_corners, padding_mode=padding_mode):
+                    expected = msda_reference(inputs[0], inputs[1], inputs[3], inputs[4], inputs[5],
+                                              align_corners, padding_mode)
+                    actual = self.run_msda(inputs, align_corners=align_corners, padding_mode=padding_mode)
+                    for a, e in zip(actual, expected):
+                        self.assert_close(a, e, 1e-5, f"align_corners={align_corners} {padding_mode}")
+
+    def test_every_subset_of_inputs_requiring_grad(self):
+        inputs = make_inputs(5)
+        everything = self.run_msda(inputs)
+        for mask in range(8):
+            wanted = tuple(bool(mask >> i & 1) for i in range(3))
+            with self.subTest(requires_grad=wanted):
+                some = self.run_msda(inputs, wanted)
+                self.assertTrue(torch.equal(some[0], everything[0]))
+                for i in range(3):
+                    if wanted[i]:
+                        self.assertTrue(torch.equal(some[i + 1], everything[i + 1]), f"gradient {i}")
+                    else:
+                        self.assertIsNone(some[i + 1], f"gradient {i}")
+
+    def test_other_layouts_and_permuted_inputs(self):
+        inputs = make_inputs(6)
+        value, spatial_shapes, level_start_index, locations, weights, grad_output = inputs
+        expected = msda_reference(value, spatial_shapes, locations, weights, grad_output)
+        bnlc = (value.permute(0, 2, 1, 3).contiguous(), spatial_shapes, level_start_index,
+                locations.permute(0, 5, 1, 2, 3, 4).contiguous(), weights, grad_output)
+        actual = self.run_msda(bnlc, value_layout="BNLC", locations_layout="B2QHLP")
+        self.assert_close(actual[0], expected[0], 1e-5, "output")
+        self.assert_close(actual[1].permute(0, 2, 1, 3), expected[1], 1e-5, "grad_value")
+        self.assert_close(actual[2].permute(0, 2, 3, 4, 5, 1), expected[2], 1e-5, "grad_sampling_locations")
+        # Canonical layouts over permuted memory, and value with strided channels.
+        strided = (value.permute(0, 2, 1, 3).contiguous().permute(0, 2, 1, 3), spatial_shapes, level_start_index,
+                   locations.permute(5, 0, 1, 2, 3, 4).contiguous().permute(1, 2, 3, 4, 5, 0),
+                   weights.transpose(1, 2).contiguous().transpose(1, 2), grad_output.transpose(0, 1).contiguous().transpose(0, 1))
+        channel_strided = (value.transpose(2, 3).contiguous().transpose(2, 3),) + inputs[1:]
+        for case in (strided, channel_strided):
+            self.assertFalse(case[0].is_contiguous())
+            for a, e in zip(self.run_msda(case), expected):
+                self.assert_close(a, e, 1e-5, "strided")
+
+    def test_half_precision(self):
+        for dtype in (torch.float16, torch.bfloat16):
+            for locations_dtype in (dtype, torch.float32):
+                with self.subTest(dtype=dtype, locations_dtype=locations_dtype):
+                    inputs = make_inputs(7, dtype, locations_dtype)
+                    expected = msda_reference(inputs[0], inputs[1], inputs[3], inputs[4], inputs[5])
+                    actual = self.run_msda(inputs)
+                    self.assertEqual(actual[0].dtype, dtype)
+                    self.assertEqual(actual[2].dtype, locations_dtype)
+                    for a, e in zip(actual, expected):
+                        self.assert_close(a, e, TOLERANCE[dtype], str(dtype))
+
+    def test_errors(self):
+        value, spatial_shapes, level_start_index, locations, weights, _ = make_inputs(8)
+        with self.assertRaisesRegex(TypeError, "value is Double; msda stores float32, float16 or bfloat16"):
+            msda_torch.ms_deform_attn(value.double(), spatial_shapes, level_start_index, locations, weights)
+        with self.assertRaisesRegex(TypeError, "attention_weights is Long"):
+            msda_torch.ms_deform_attn(value, spatial_shapes, level_start_index, locations, weights.long())
+        with self.assertRaisesRegex(ValueError, 'padding_mode must be "zeros" or "border", got "reflect"'):
+            msda_torch.ms_deform_attn(value, spatial_shapes, level_start_index, locations, weights,
+                                      padding_mode="reflect")
+        with self.assertRaisesRegex(RuntimeError, r"msda: sampling_locations: dimension 1 \(N_q\) is 6, expected 2"):
+            msda_torch.ms_deform_attn(value, spatial_shapes, level_start_index, locations, weights[:, :2])
+        with self.assertRaisesRegex(RuntimeError, "msda: value"):
+            msda_torch.ms_deform_attn(value[:, 1:], spatial_shapes, level_start_index, locations, weights)
+
+    def test_double_backward_is_refused(self):
+        value, spatial_shapes, level_start_index, locations, weights, grad_output = make_inputs(9)
+        value = leaf(value)
+        output = msda_torch.ms_deform_attn(value, spatial_shapes, level_start_index, locations, weights)
+        (grad_value,) = torch.autograd.grad(output, value, leaf(grad_output), create_graph=True)
+        with self.assertRaisesRegex(RuntimeError, "msda's backward is not differentiable"):
+            grad_value.sum().backward()
+
+    def test_the_backward_operator(self):
+        value, spatial_shapes, level_start_index, locations, weights, grad_output = make_inputs(10)
+        expected = msda_reference(value, spatial_shapes, locations, weights, grad_output)
+        grad_value, grad_locations, grad_weights = msda_torch.ms_deform_attn_backward(
+            grad_output, value, spatial_shapes, level_start_index, locations, weights,
+            output_mask=(True, False, True))
+        self.assertIsNone(grad_locations)
+        self.assert_close(grad_value, expected[1], 1e-5, "grad_value")
+        self.assert_close(grad_weights, expected[3], 1e-5, "grad_attention_weights")
+
+
+class DropIn(Comparisons):
+    """The signatures of mmcv and Deformable DETR."""
+
+    def test_multi_scale_deformable_attn_ignores_im2col_step(self):
+        value, spatial_shapes, level_start_index, locations, weights, grad_output = make_inputs(11)
+        expected = msda_reference(value, spatial_shapes, locations, weights, grad_output)
+        for im2col_step in (None, 1, 64):
+            leaves = [leaf(t) for t in (value, locations, weights)]
+            output = msda_torch.multi_scale_deformable_attn(leaves[0], spatial_shapes, level_start_index,
+                                                            leaves[1], leaves[2], im2col_step)
+            output.backward(grad_output)
+            self.assert_close(output, expected[0], 1e-5, "output")
+            for tensor, e in zip(leaves, expected[1:]):
+                self.assert_close(tensor.grad, e, 1e-5, "gradient")
+
+    def test_msdeformattnfunction_apply(self):
+        value, spatial_shapes, level_start_index, locations, weights, grad_output = make_inputs(12)
+        expected = msda_reference(value, spatial_shapes, locations, weights, grad_output)
+        value = leaf(value)
+        output = msda_torch.MSDeformAttnFunction.apply(value, spatial_shapes, level_start_index, locations,
+                                                        weights, 64)
+        output.backward(grad_output)
+        self.assert_close(output, expected[0], 1e-5, "output")
+        self.assert_close(value.grad, expected[1], 1e-5, "grad_value")
+
+    def test_the_library_is_the_one_torch_loaded(self):
+        self.assertTrue(msda_torch.LIBRARY.endswith("libmsda_torch.so"))
+        self.assertIn(os.path.realpath(msda_torch.LIBRARY), torch.ops.loaded_libraries)
+
+
+class GeometricKernelAttention(Comparisons):
+    def test_matches_the_float64_gather(self):
+        for rounding in ("floor", "nearest"):
+            with self.subTest(rounding=rounding):
+                value, spatial_shapes, level_start_index, locations, weights, grad_output = make_inputs(
+                    13, low=-2.0, high=9.0)
+                expected = gka_reference(value, spatial_shapes, locations, weights, grad_output,
+                                         rounding == "nearest")
+                value, locations, weights = leaf(value), leaf(locations), leaf(weights)
+                output = msda_torch.geometric_kernel_attention(value, spatial_shapes, level_start_index, locations,
+                                                               weights, rounding=rounding)
+                output.backward(grad_output)
+                self.assert_close(output, expected[0], 1e-5, "output")
+                self.assert_close(value.grad, expected[1], 1e-5, "grad_value")
+                self.assert_close(weights.grad, expected[3], 1e-5, "grad_attention_weights")
+                self.assertIsNone(locations.grad, "GKA has no location gradient")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,34 @@
+# The LibTorch operators (integrations/torch), msda/dlpack.hpp, the Python
+# package and the training example; registered when libmsda_torch.so is built.
+if (NOT TARGET msda_torch)
+    return()
+endif ()
+
+msda_add_test(test_torch_operator torch test_torch_operator.cpp)
+target_link_libraries(test_torch_operator PRIVATE msda::torch)
+
+find_path(MSDA_DLPACK_INCLUDE_DIR dlpack/dlpack.h DOC "DLPack's header (Debian's libdlpack-dev)")
+if (MSDA_DLPACK_INCLUDE_DIR)
+    msda_add_test(test_dlpack torch test_dlpack.cpp)
+    target_include_directories(test_dlpack PRIVATE ${MSDA_DLPACK_INCLUDE_DIR})
+    target_link_libraries(test_dlpack PRIVATE msda::torch)
+else ()
+    add_test(NAME test_dlpack COMMAND ${CMAKE_COMMAND} -E echo "SKIPPED: dlpack/dlpack.h not found (apt install libdlpack-dev)")
+    set_tests_properties(test_dlpack PROPERTIES LABELS torch SKIP_REGULAR_EXPRESSION "SKIPPED")
+endif ()
+
+if (MSDA_TORCH_PYTHON)
+    add_test(NAME torch_python COMMAND ${MSDA_TORCH_PYTHON} -m unittest -v test_msda_torch
+        WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/python)
+    set_tests_properties(torch_python PROPERTIES LABELS torch TIMEOUT 300
+        ENVIRONMENT "PYTHONPATH=${CMAKE_BINARY_DIR}/python;MSDA_TORCH_LIBRARY=")
+else ()
+    add_test(NAME torch_python COMMAND ${CMAKE_COMMAND} -E echo "SKIPPED: no python3 imports torch (apt install python3-torch)")
+    set_tests_properties(torch_python PROPERTIES LABELS torch SKIP_REGULAR_EXPRESSION "SKIPPED")
+endif ()
+
+add_test(NAME train_deformable_layer
+    COMMAND ${CMAKE_COMMAND} -D EXAMPLE=$<TARGET_FILE:train_deformable_layer>
+        -D WORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/train_deformable_layer -D STEPS=50 -D MIN_DROP=4
+        -P ${CMAKE_CURRENT_SOURCE_DIR}/scripts/run_training_example.cmake)
+set_tests_properties(train_deformable_layer PROPERTIES LABELS torch TIMEOUT 300)
