@@ -148,12 +148,8 @@ int main(int argc, char **argv) {
     forward_args.sampling_locations = msda_torch::tensor_view(t.sampling_locations, "sampling_locations");
     forward_args.attention_weights = msda_torch::tensor_view(t.attention_weights, "attention_weights");
     forward_args.output = msda_torch::tensor_view(output, "output");
-    msda::BackwardArgs backward_args;
-    backward_args.value = forward_args.value;
-    backward_args.spatial_shapes = forward_args.spatial_shapes;
-    backward_args.level_start_index = forward_args.level_start_index;
-    backward_args.sampling_locations = forward_args.sampling_locations;
-    backward_args.attention_weights = forward_args.attention_weights;
+    msda::BackwardArgs backward_args{forward_args.value, forward_args.spatial_shapes, forward_args.level_start_index,
+                                     forward_args.sampling_locations, forward_args.attention_weights};
     backward_args.grad_output = msda_torch::tensor_view(t.grad_output, "grad_output");
     backward_args.grad_value = msda_torch::tensor_view(grad_value, "grad_value");
     backward_args.grad_sampling_locations = msda_torch::tensor_view(grad_locations, "grad_sampling_locations");

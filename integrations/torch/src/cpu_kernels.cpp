@@ -19,6 +19,18 @@ constexpr int64_t kOutputChannelDim = 2;
 struct Inputs {
     at::Tensor value;  // channels dense
     msda::TensorView value_view, spatial_shapes, level_start_index, sampling_locations, attention_weights;
+
+    // The inputs' views in a ForwardArgs or a BackwardArgs.
+    template <class Args>
+    Args args() const {
+        Args args;
+        args.value = value_view;
+        args.spatial_shapes = spatial_shapes;
+        args.level_start_index = level_start_index;
+        args.sampling_locations = sampling_locations;
+        args.attention_weights = attention_weights;
+        return args;
+    }
 };
 
 Inputs inputs_of(const char *op, const at::Tensor &value, const at::Tensor &spatial_shapes,
@@ -42,12 +54,7 @@ at::Tensor forward(const char *op, const msda::Options &options, const at::Tenso
                    const at::Tensor &sampling_locations, const at::Tensor &attention_weights) {
     const Inputs inputs =
         inputs_of(op, value, spatial_shapes, level_start_index, sampling_locations, attention_weights);
-    msda::ForwardArgs args;
-    args.value = inputs.value_view;
-    args.spatial_shapes = inputs.spatial_shapes;
-    args.level_start_index = inputs.level_start_index;
-    args.sampling_locations = inputs.sampling_locations;
-    args.attention_weights = inputs.attention_weights;
+    msda::ForwardArgs args = inputs.args<msda::ForwardArgs>();
     const msda::ProblemSize size = calling_msda([&] { return msda::ProblemSize::of(args, options); });
     at::Tensor output = at::empty({size.batch, size.queries, size.heads * size.channels}, value.options());
     args.output = tensor_view(output, "output");
@@ -69,12 +76,7 @@ std::array<at::Tensor, 3> backward(const char *op, msda::Options options, std::a
     options.grad_value = wanted[0];
     options.grad_sampling_locations = wanted[1];
     options.grad_attention_weights = wanted[2];
-    msda::BackwardArgs args;
-    args.value = inputs.value_view;
-    args.spatial_shapes = inputs.spatial_shapes;
-    args.level_start_index = inputs.level_start_index;
-    args.sampling_locations = inputs.sampling_locations;
-    args.attention_weights = inputs.attention_weights;
+    msda::BackwardArgs args = inputs.args<msda::BackwardArgs>();
     args.grad_output = tensor_view(dense_grad_output, "grad_output");
     calling_msda([&] { msda::ProblemSize::of(args, options); });
 

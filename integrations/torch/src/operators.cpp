@@ -6,6 +6,8 @@
 #include <torch/library.h>
 
 #include <string>
+#include <initializer_list>
+#include <utility>
 
 #include "msda/torch.hpp"
 #include "operators.h"
@@ -59,32 +61,37 @@ const c10::TypedOperatorHandle<GkaBackwardSignature> &gka_backward_op() {
     return op;
 }
 
+namespace {
+
+// The enumerator `text` names among `choices`, else a c10::ValueError
+// listing them.
+template <class Enum>
+Enum choice_of(const char *op, const char *what, c10::string_view text,
+               std::initializer_list<std::pair<const char *, Enum>> choices) {
+    std::string names;
+    std::size_t index = 0;
+    for (const auto &[name, value] : choices) {
+        if (text == name) return value;
+        const char *separator = index == 0 ? "" : index + 1 == choices.size() ? " or " : ", ";
+        names += std::string(separator) + "\"" + name + "\"";
+        ++index;
+    }
+    TORCH_CHECK_VALUE(false, op, ": ", what, " must be ", names, ", got \"", text, "\"");
+}
+
+}  // namespace
+
 msda::Options msda_options(const char *op, c10::string_view value_layout, c10::string_view locations_layout,
                            bool align_corners, c10::string_view padding_mode) {
     msda::Options options;
     options.op = msda::Operator::msda;
-    if (value_layout == "BLNC") {
-        options.value_layout = msda::ValueLayout::BLNC;
-    } else if (value_layout == "BNLC") {
-        options.value_layout = msda::ValueLayout::BNLC;
-    } else {
-        TORCH_CHECK_VALUE(false, op, ": value_layout must be \"BLNC\" or \"BNLC\", got \"", value_layout, "\"");
-    }
-    if (locations_layout == "BQHLP2") {
-        options.locations_layout = msda::LocationsLayout::BQHLP2;
-    } else if (locations_layout == "B2QHLP") {
-        options.locations_layout = msda::LocationsLayout::B2QHLP;
-    } else {
-        TORCH_CHECK_VALUE(false, op, ": locations_layout must be \"BQHLP2\" or \"B2QHLP\", got \"",
-                          locations_layout, "\"");
-    }
-    if (padding_mode == "zeros") {
-        options.padding_mode = msda::PaddingMode::zeros;
-    } else if (padding_mode == "border") {
-        options.padding_mode = msda::PaddingMode::border;
-    } else {
-        TORCH_CHECK_VALUE(false, op, ": padding_mode must be \"zeros\" or \"border\", got \"", padding_mode, "\"");
-    }
+    options.value_layout = choice_of<msda::ValueLayout>(op, "value_layout", value_layout,
+                                     {{"BLNC", msda::ValueLayout::BLNC}, {"BNLC", msda::ValueLayout::BNLC}});
+    options.locations_layout =
+        choice_of<msda::LocationsLayout>(op, "locations_layout", locations_layout,
+                  {{"BQHLP2", msda::LocationsLayout::BQHLP2}, {"B2QHLP", msda::LocationsLayout::B2QHLP}});
+    options.padding_mode = choice_of<msda::PaddingMode>(op, "padding_mode", padding_mode,
+                                     {{"zeros", msda::PaddingMode::zeros}, {"border", msda::PaddingMode::border}});
     options.align_corners = align_corners;
     return options;
 }
@@ -92,13 +99,8 @@ msda::Options msda_options(const char *op, c10::string_view value_layout, c10::s
 msda::Options gka_options(const char *op, c10::string_view rounding) {
     msda::Options options;
     options.op = msda::Operator::gka;
-    if (rounding == "floor") {
-        options.rounding = msda::Rounding::floor;
-    } else if (rounding == "nearest") {
-        options.rounding = msda::Rounding::nearest;
-    } else {
-        TORCH_CHECK_VALUE(false, op, ": rounding must be \"floor\" or \"nearest\", got \"", rounding, "\"");
-    }
+    options.rounding =
+        choice_of<msda::Rounding>(op, "rounding", rounding, {{"floor", msda::Rounding::floor}, {"nearest", msda::Rounding::nearest}});
     options.grad_sampling_locations = false;
     return options;
 }
