@@ -31,7 +31,11 @@ void schedule_grad_sample(const Halide::Target &target, GradSamplePipeline &pipe
 void schedule_relayout(const Halide::Target &target, Halide::Func out, const Halide::Var &c,
                        const Halide::Var &h, const Halide::Var &row, const Halide::Var &b);
 
-namespace x86 {
+// The schedule families; family() maps a target to one.
+enum class Family { cpu };
+Family family(const Halide::Target &target);
+
+namespace cpu {
 void schedule_forward(const Halide::Target &target, ForwardPipeline &pipeline,
                       const Tunables &tunables);
 void schedule_grad_value(const Halide::Target &target, GradValuePipeline &pipeline,
@@ -40,6 +44,6 @@ void schedule_grad_sample(const Halide::Target &target, GradSamplePipeline &pipe
                           const Tunables &tunables);
 void schedule_relayout(const Halide::Target &target, Halide::Func out, const Halide::Var &c,
                        const Halide::Var &h, const Halide::Var &row, const Halide::Var &b);
-}  // namespace x86
+}  // namespace cpu
 
 }  // namespace msda::schedules

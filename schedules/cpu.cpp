@@ -1,4 +1,6 @@
-// x86 schedules. Work is split into parallel tasks over runs of queries
+// The CPU family's schedules (x86-64 and 64-bit ARM): the loop structure is
+// the same on both, and what depends on the target comes from it (the
+// vector width: natural_vector_size). Work is split into parallel tasks over runs of queries
 // (forward, per-sample gradients) or over (batch, head) slices of grad_value
 // (the scatter), and vectorised over channels, with a guarded tail when C_h
 // is not a multiple of the vector width. Two walks of the samples
@@ -9,7 +11,7 @@
 // Performance section says where each one's time goes.
 #include "schedules.h"
 
-namespace msda::schedules::x86 {
+namespace msda::schedules::cpu {
 
 using namespace Halide;
 
@@ -388,4 +390,4 @@ void schedule_relayout(const Target &target, Func out, const Var &c, const Var &
     vectorize_channels(out, c, width, 0);
 }
 
-}  // namespace msda::schedules::x86
+}  // namespace msda::schedules::cpu
