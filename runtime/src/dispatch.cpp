@@ -20,8 +20,7 @@ namespace {
 
 const Variant kVariants[] = {
 #define MSDA_VARIANT(name, kind, channels, dtype, locations, op, levels, points)         \
-    {Kind::kind, channels, DType::dtype, DType::locations, Operator::op, levels, points, \
-     reinterpret_cast<GeneratedFunction>(&name)},
+    {Kind::kind, channels, DType::dtype, DType::locations, Operator::op, levels, points, &name},
     MSDA_FOR_EACH_VARIANT(MSDA_VARIANT)
 #undef MSDA_VARIANT
 };
@@ -164,11 +163,11 @@ struct CommonInputs {
 
 // Runs a generated function with a fresh error context; a failure becomes
 // an msda::Error carrying Halide's message.
-template <typename Signature, typename... Args>
-void invoke(const Variant &variant, Args... args) {
+template <typename Function, typename... Args>
+void invoke(const Variant &variant, Function function, Args... args) {
     install_runtime_hooks();
     CallContext context;
-    int result = reinterpret_cast<Signature>(variant.function)(&context, args...);
+    int result = function(&context, args...);
     if (result != 0) {
         throw Error(std::string("msda: generated code for ") + kind_name(variant.kind) +
                     " failed (Halide error " + std::to_string(result) + "): " +
@@ -176,14 +175,23 @@ void invoke(const Variant &variant, Args... args) {
     }
 }
 
+// The variant's function, if its declaration is `Function`.
+template <typename Function>
+Function function_of(const Variant &variant, std::size_t outputs) {
+    const Function *function = std::get_if<Function>(&variant.function);
+    if (function == nullptr) {
+        throw Error(std::string("msda: internal error: the generated code for ") + kind_name(variant.kind) +
+                    " does not take the " + std::to_string(outputs) + " buffers this call passes");
+    }
+    return *function;
+}
+
 template <typename... Outputs>
 void call(const Variant &variant, CommonInputs &in, Outputs *...outputs) {
-    using Signature = int (*)(const void *, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,
-                              halide_buffer_t *, halide_buffer_t *, halide_buffer_t *, bool, bool, bool,
-                              Outputs *...);
-    invoke<Signature>(variant, in.value.get(), in.spatial_shapes.get(), in.level_start_index.get(),
-                      in.locations_x.get(), in.locations_y.get(), in.weights.get(), in.align_corners,
-                      in.border, in.nearest, outputs...);
+    const auto function = function_of<PipelineFunction<sizeof...(Outputs)>>(variant, sizeof...(Outputs));
+    invoke(variant, function, in.value.get(), in.spatial_shapes.get(), in.level_start_index.get(),
+           in.locations_x.get(), in.locations_y.get(), in.weights.get(), in.align_corners, in.border, in.nearest,
+           outputs...);
 }
 
 // The copy between a value-shaped tensor's layouts (msda_relayout).
@@ -193,7 +201,7 @@ void call_relayout(DType dtype, HalideBuffer &from, HalideBuffer &to) {
         if (variant.kind == Kind::relayout && variant.dtype == dtype) copy = &variant;
     }
     if (copy == nullptr) throw Error(std::string("msda: this build has no relayout for ") + dtype_name(dtype));
-    invoke<int (*)(const void *, halide_buffer_t *, halide_buffer_t *)>(*copy, from.get(), to.get());
+    invoke(*copy, function_of<RelayoutFunction>(*copy, 1), from.get(), to.get());
 }
 
 // A value-shaped buffer (c, h, row, b), dense over workspace memory:

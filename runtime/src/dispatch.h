@@ -3,14 +3,38 @@
 // and how the generated functions' errors come back as msda::Error.
 #pragma once
 
+#include <cstddef>
+#include <utility>
+#include <variant>
+
 #include "validate.h"
+
+struct halide_buffer_t;
 
 namespace msda::detail {
 
 enum class Kind { forward, grad_value, grad_sample, grad_attention_weights, grad_sampling_locations, relayout };
 
-// A generated function; called through the signature of its kind.
-using GeneratedFunction = void (*)();
+// The types of the generated functions, as their headers declare them
+// (msda_variants.h includes every one): MSDA's and GKA's take the same inputs
+// (value, spatial_shapes, level_start_index, the two location planes,
+// attention_weights, then align_corners, border and nearest) followed by
+// their outputs, one to four buffers; the relayout copy takes one buffer in
+// and one out. A registry entry holds its function as the one of these its
+// declaration is (the compiler checks each at registration, nothing is
+// cast), and a call names the outputs it passes, so a call with the wrong
+// outputs fails with an msda::Error instead of calling through the wrong
+// signature.
+template <std::size_t... Output>
+auto pipeline_function_type(std::index_sequence<Output...>)
+    -> int (*)(const void *, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,
+               halide_buffer_t *, halide_buffer_t *, bool, bool, bool,
+               decltype((void)Output, static_cast<halide_buffer_t *>(nullptr))...);
+template <std::size_t Outputs>
+using PipelineFunction = decltype(pipeline_function_type(std::make_index_sequence<Outputs>{}));
+using RelayoutFunction = int (*)(const void *, halide_buffer_t *, halide_buffer_t *);
+using GeneratedFunction = std::variant<PipelineFunction<1>, PipelineFunction<2>, PipelineFunction<3>,
+                                       PipelineFunction<4>, RelayoutFunction>;
 
 struct Variant {
     Kind kind;
