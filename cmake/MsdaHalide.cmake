@@ -1,61 +1,108 @@
 # Ahead-of-time instantiation of msda's generators.
 #
-# Shipped x86 libraries are multi-target: the generated code picks the best
-# of avx512_zen4, avx2 and plain x86-64 at run time. Never `host`.
-set(MSDA_X86_TARGETS
-    x86-64-linux-avx512_zen4
-    x86-64-linux-avx-avx2-f16c-fma-sse41
-    x86-64-linux
-    CACHE STRING "Halide targets of the x86 libraries, best first")
-# Each x86 target belongs to one of the tiers the runtime's CPU check knows
-# (runtime/src/x86_cpu.cpp lists the CPU features each tier's code may use):
-# x86-64 (the baseline), avx2 (sse41, avx, avx2, fma, f16c) and avx512_zen4.
-# msda_x86_tier(HALIDE_TARGET OUT) sets OUT to its tier, or fails: a target
-# whose code the runtime could not match to a CPU check must not be built.
-function(msda_x86_tier HALIDE_TARGET OUT)
-    if (NOT HALIDE_TARGET MATCHES "^x86-64-linux(-.*)?$")
-        message(FATAL_ERROR "MSDA_X86_TARGETS: ${HALIDE_TARGET} is not an x86-64-linux target")
+# The libraries are built for the CPU family of the processor this build
+# targets (CMAKE_SYSTEM_PROCESSOR: x86-64, or aarch64 in a cross or native ARM
+# build), and are multi-target: the generated code picks the best of the
+# family's targets the CPU can run, at run time. Never `host`.
+#
+# Each target belongs to one of the tiers the runtime's CPU check knows
+# (runtime/src/x86_cpu.cpp, arm_cpu.cpp list the CPU features each tier's
+# code may use): MSDA_CPU_TIERS holds the tier of each of MSDA_CPU_TARGETS,
+# which must run from best to worst, one per tier (the multi-target wrapper
+# takes the first the CPU may run, and runs the last without asking).
+if (CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64|ARM64)$")
+    set(MSDA_CPU_FAMILY arm)
+    set(MSDA_ARM_TARGETS
+        arm-64-linux-arm_fp16
+        arm-64-linux
+        CACHE STRING "Halide targets of the ARM libraries, best first")
+    set(MSDA_CPU_TARGETS ${MSDA_ARM_TARGETS})
+    set(_msda_tier_variable MSDA_ARM_TARGETS)
+    set(_msda_target_prefix arm-64-linux)
+    # tier | its rank | the Halide features that make it
+    set(_msda_tiers "arm_fp16|1|arm_fp16" "arm-64|0|")
+else ()
+    set(MSDA_CPU_FAMILY x86)
+    set(MSDA_X86_TARGETS
+        x86-64-linux-avx512_zen4
+        x86-64-linux-avx-avx2-f16c-fma-sse41
+        x86-64-linux
+        CACHE STRING "Halide targets of the x86 libraries, best first")
+    set(MSDA_CPU_TARGETS ${MSDA_X86_TARGETS})
+    set(_msda_tier_variable MSDA_X86_TARGETS)
+    set(_msda_target_prefix x86-64-linux)
+    set(_msda_tiers "avx512_zen4|2|avx512_zen4" "avx2|1|sse41,avx,avx2,fma,f16c" "x86-64|0|")
+endif ()
+
+# msda_cpu_tier(HALIDE_TARGET OUT) sets OUT to the target's tier (the best
+# tier any of its features makes), or fails: a target whose code the
+# runtime could not match to a CPU check must not be built.
+function(msda_cpu_tier HALIDE_TARGET OUT)
+    if (NOT HALIDE_TARGET MATCHES "^${_msda_target_prefix}(-.*)?$")
+        message(FATAL_ERROR "${_msda_tier_variable}: ${HALIDE_TARGET} is not a ${_msda_target_prefix} target")
     endif ()
-    string(REGEX REPLACE "^x86-64-linux-?" "" features "${HALIDE_TARGET}")
+    string(REGEX REPLACE "^${_msda_target_prefix}-?" "" features "${HALIDE_TARGET}")
     string(REPLACE "-" ";" features "${features}")
-    set(tier x86-64)
-    foreach (feature IN LISTS features)
-        if (feature STREQUAL "avx512_zen4")
-            set(tier avx512_zen4)
-        elseif (feature MATCHES "^(sse41|avx|avx2|fma|f16c)$")
-            if (tier STREQUAL "x86-64")
-                set(tier avx2)
-            endif ()
-        else ()
-            message(FATAL_ERROR "MSDA_X86_TARGETS: ${HALIDE_TARGET}: msda's CPU check knows no tier for the feature "
-                                "\"${feature}\" (known: sse41 avx avx2 fma f16c avx512_zen4)")
+    set(best_tier "")
+    set(best_rank 0)
+    set(known "")
+    foreach (entry IN LISTS _msda_tiers)
+        string(REPLACE "|" ";" parts "${entry}")
+        list(GET parts 0 tier)
+        list(GET parts 1 rank)
+        if (rank EQUAL 0)
+            set(base_tier ${tier})
+        endif ()
+        list(LENGTH parts count)
+        if (count GREATER 2)
+            list(GET parts 2 tier_features)
+            string(REPLACE "," ";" tier_features "${tier_features}")
+            list(APPEND known ${tier_features})
         endif ()
     endforeach ()
-    set(${OUT} ${tier} PARENT_SCOPE)
+    foreach (feature IN LISTS features)
+        if (NOT feature IN_LIST known)
+            message(FATAL_ERROR "${_msda_tier_variable}: ${HALIDE_TARGET}: msda's CPU check knows no tier for the "
+                                "feature \"${feature}\" (known: ${known})")
+        endif ()
+        foreach (entry IN LISTS _msda_tiers)
+            string(REPLACE "|" ";" parts "${entry}")
+            list(GET parts 0 tier)
+            list(GET parts 1 rank)
+            list(LENGTH parts count)
+            if (count GREATER 2)
+                list(GET parts 2 tier_features)
+                string(REPLACE "," ";" tier_features "${tier_features}")
+                if (feature IN_LIST tier_features AND rank GREATER best_rank)
+                    set(best_tier ${tier})
+                    set(best_rank ${rank})
+                endif ()
+            endif ()
+        endforeach ()
+    endforeach ()
+    if (best_tier STREQUAL "")
+        set(best_tier ${base_tier})
+    endif ()
+    set(${OUT} ${best_tier} PARENT_SCOPE)
+    set(${OUT}_RANK ${best_rank} PARENT_SCOPE)
 endfunction()
 
-# The tiers of MSDA_X86_TARGETS, which must run from best to worst: the
-# multi-target wrapper takes the first the CPU may run, and runs the last
-# without asking.
-set(MSDA_X86_TIERS "")
-set(_msda_rank_avx512_zen4 2)
-set(_msda_rank_avx2 1)
-set(_msda_rank_x86-64 0)
-set(_msda_previous_rank 3)
-foreach (target IN LISTS MSDA_X86_TARGETS)
-    msda_x86_tier(${target} tier)
-    if (NOT _msda_rank_${tier} LESS _msda_previous_rank)
-        message(FATAL_ERROR "MSDA_X86_TARGETS must list targets best first, one per tier: ${MSDA_X86_TARGETS}")
+set(MSDA_CPU_TIERS "")
+set(_msda_previous_rank 1000)
+foreach (target IN LISTS MSDA_CPU_TARGETS)
+    msda_cpu_tier(${target} tier)
+    if (NOT tier_RANK LESS _msda_previous_rank)
+        message(FATAL_ERROR "${_msda_tier_variable} must list targets best first, one per tier: ${MSDA_CPU_TARGETS}")
     endif ()
-    set(_msda_previous_rank ${_msda_rank_${tier}})
-    list(APPEND MSDA_X86_TIERS ${tier})
+    set(_msda_previous_rank ${tier_RANK})
+    list(APPEND MSDA_CPU_TIERS ${tier})
 endforeach ()
 
 # user_context: errors reach the calling thread's msda::Error.
 # large_buffers: 64-bit index arithmetic for tensors past 2^31 elements.
 set(MSDA_HALIDE_FEATURES user_context large_buffers)
 
-add_halide_runtime(msda_halide_runtime TARGETS ${MSDA_X86_TARGETS})
+add_halide_runtime(msda_halide_runtime TARGETS ${MSDA_CPU_TARGETS})
 
 # The variants the runtime can dispatch to; msda_variants.h lists them.
 set_property(GLOBAL PROPERTY MSDA_VARIANTS "")
@@ -103,10 +150,10 @@ function(msda_add_variant NAME)
                    points=${ARG_POINTS} ${ARG_PARAMS})
     endif ()
     add_halide_library(${NAME}
-        FROM msda_generators
+        FROM msda::halide_generators::msda_generators
         GENERATOR ${ARG_GENERATOR}
         FUNCTION_NAME ${NAME}
-        TARGETS ${MSDA_X86_TARGETS}
+        TARGETS ${MSDA_CPU_TARGETS}
         FEATURES ${MSDA_HALIDE_FEATURES}
         USE_RUNTIME msda_halide_runtime
         PARAMS ${params}
@@ -134,15 +181,16 @@ function(msda_write_variant_header OUT)
         string(APPEND entries
                "    MSDA_VARIANT(${name}, ${kind}, ${channels}, ${dtype}, ${locations}, ${op}, ${levels}, ${points}) \\\n")
     endforeach ()
-    # The x86 targets, best first, with their tiers (x86-64 is x86_64 in C++).
+    # The CPU targets, best first, with their tiers (x86-64 is x86_64 in C++,
+    # arm-64 arm_64).
     set(targets "")
-    foreach (target tier IN ZIP_LISTS MSDA_X86_TARGETS MSDA_X86_TIERS)
+    foreach (target tier IN ZIP_LISTS MSDA_CPU_TARGETS MSDA_CPU_TIERS)
         string(REPLACE "-" "_" tier "${tier}")
-        string(APPEND targets "    MSDA_X86_TARGET_ENTRY(\"${target}\", ${tier}) \\\n")
+        string(APPEND targets "    MSDA_CPU_TARGET_ENTRY(\"${target}\", ${tier}) \\\n")
     endforeach ()
     file(WRITE "${OUT}.tmp"
         "// Generated by cmake/MsdaHalide.cmake: the compiled variants.\n#pragma once\n"
         "${includes}\n#define MSDA_FOR_EACH_VARIANT(MSDA_VARIANT) \\\n${entries}\n"
-        "#define MSDA_FOR_EACH_X86_TARGET(MSDA_X86_TARGET_ENTRY) \\\n${targets}\n")
+        "#define MSDA_FOR_EACH_CPU_TARGET(MSDA_CPU_TARGET_ENTRY) \\\n${targets}\n")
     file(COPY_FILE "${OUT}.tmp" "${OUT}" ONLY_IF_DIFFERENT)
 endfunction()

@@ -4,8 +4,8 @@
 # the project-local virtual environment .venv. Idempotent and quiet when done.
 #
 #   scripts/setup.sh   what building, testing and benchmarking need: the
-#                      compilers and test libraries, qemu-user for the emulated
-#                      suites, LibTorch (libtorch-dev) for the torch operator and
+#                      compilers (and the aarch64 cross compiler) and test
+#                      libraries, qemu-user for the emulated suites, LibTorch (libtorch-dev) for the torch operator and
 #                      the bench's peers, python3-torch for its Python tests,
 #                      and libdlpack-dev for msda/dlpack.hpp
 set -euo pipefail
@@ -13,6 +13,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 debian_packages=(g++ python3-venv libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev qemu-user
     libtorch-dev python3-torch libdlpack-dev)
+# On x86-64, the aarch64 tree's cross compiler (its GoogleTest is built from
+# libgtest-dev's sources, its programs run under qemu-user).
+if [ "$(uname -m)" = "x86_64" ]; then debian_packages+=(g++-aarch64-linux-gnu); fi
 missing=()
 for p in "${debian_packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -21,14 +21,22 @@ using msda::f16_to_float;
 using msda::float_to_bf16;
 using msda::float_to_f16;
 
-std::uint16_t bits_of(_Float16 h) {
+// The compiler's IEEE half type: _Float16, or on aarch64 (where g++ 12 has
+// no _Float16 in C++) __fp16, its storage type with the same conversions.
+#if defined(__aarch64__)
+using Half = __fp16;
+#else
+using Half = _Float16;
+#endif
+
+std::uint16_t bits_of(Half h) {
     std::uint16_t bits;
     std::memcpy(&bits, &h, sizeof bits);
     return bits;
 }
 
-_Float16 f16_of(std::uint16_t bits) {
-    _Float16 h;
+Half f16_of(std::uint16_t bits) {
+    Half h;
     std::memcpy(&h, &bits, sizeof h);
     return h;
 }
@@ -88,7 +96,7 @@ TEST(HalfConversions, Float16ToFloatIsExactForEveryPattern) {
 
 TEST(HalfConversions, FloatToFloat16RoundsToNearestEven) {
     for (float f : probe_floats()) {
-        const std::uint16_t expected = bits_of(static_cast<_Float16>(f));
+        const std::uint16_t expected = bits_of(static_cast<Half>(f));
         const std::uint16_t actual = float_to_f16(f);
         if (std::isnan(f)) {
             ASSERT_TRUE(std::isnan(f16_to_float(actual))) << f;

@@ -28,13 +28,13 @@ std::string thread_source() {
 bool run_info(const InfoCommand &command) {
     const msda::CpuDispatch dispatch = msda::cpu_dispatch();
     if (command.cpuid) {
-        std::printf("# cpuid and xgetbv words read by msda %s: %s\n%s", msda::version(), dispatch.cpu.c_str(),
+        std::printf("# the CPU words read by msda %s (cpuid and xgetbv on x86-64, AT_HWCAP on ARM): %s\n%s", msda::version(), dispatch.cpu.c_str(),
                     dispatch.cpuid.c_str());
         return true;
     }
     std::printf("msda %s\n", msda::version());
     std::printf("cpu: %s\n", dispatch.cpu.c_str());
-    std::printf("compiled x86-64 targets, best first:\n");
+    std::printf("compiled targets, best first:\n");
     for (const msda::CompiledTarget &target : dispatch.targets) {
         std::printf("  %-12s %-40s %s\n", target.name.c_str(), target.halide_target.c_str(),
                     target.missing.empty() ? "this CPU has its features"

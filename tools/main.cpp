@@ -164,10 +164,10 @@ int main(int argc, char **argv) {
     add_threads_option(*demo_command, threads);
 
     CLI::App *info_command = app.add_subcommand(
-        "info", "the version, the compiled x86-64 targets, the one this CPU runs and why, and the thread count");
+        "info", "the version, the compiled targets, the one this CPU runs and why, and the thread count");
     info_command->add_flag("--features", info.features, "also list the CPU features each target's code may use");
     info_command->add_flag("--cpuid", info.cpuid,
-                           "print this CPU's cpuid and xgetbv words instead (the format of tests/cpuid/)");
+                           "print the CPU words msda read instead: cpuid and xgetbv (the format of tests/cpuid/), or AT_HWCAP on ARM (tests/hwcap/)");
 
     try {
         // CLI11 reports a word that is no subcommand as a missing one.

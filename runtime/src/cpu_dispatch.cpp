@@ -11,7 +11,15 @@
 #include <vector>
 
 #include "msda_variants.h"
+
+// The CPU family this library was built for, and its decision module.
+#if defined(__x86_64__)
 #include "x86_cpu.h"
+#elif defined(__aarch64__)
+#include "arm_cpu.h"
+#else
+#error "msda's runtime decides for x86-64 and 64-bit ARM CPUs only"
+#endif
 
 // In the Halide runtime (sysconf(_SC_NPROCESSORS_ONLN) on Linux), not in
 // its public header.
@@ -22,25 +30,33 @@ namespace detail {
 
 namespace {
 
-using x86::Target;
+#if defined(__x86_64__)
+namespace isa = x86;
+constexpr const char *kCapVariable = "MSDA_X86_TARGET";
+#else
+namespace isa = arm;
+constexpr const char *kCapVariable = "MSDA_ARM_TARGET";
+#endif
+using isa::Target;
 
-// A compiled x86 target: its Halide target string and its tier
-// (cmake/MsdaHalide.cmake maps each string of MSDA_X86_TARGETS to one).
-struct CompiledX86Target {
+// A compiled target: its Halide target string and its tier
+// (cmake/MsdaHalide.cmake maps each string of MSDA_CPU_TARGETS to one).
+struct CompiledCpuTarget {
     const char *halide_target;
     Target tier;
 };
 
-const CompiledX86Target kCompiled[] = {
-#define MSDA_X86_TARGET_ENTRY(halide_target, tier) {halide_target, Target::tier},
-    MSDA_FOR_EACH_X86_TARGET(MSDA_X86_TARGET_ENTRY)
-#undef MSDA_X86_TARGET_ENTRY
+const CompiledCpuTarget kCompiled[] = {
+#define MSDA_CPU_TARGET_ENTRY(halide_target, tier) {halide_target, Target::tier},
+    MSDA_FOR_EACH_CPU_TARGET(MSDA_CPU_TARGET_ENTRY)
+#undef MSDA_CPU_TARGET_ENTRY
 };
 
+#if defined(__x86_64__)
 // The x86 ISA features a Halide target may carry in the bits the
 // multi-target wrapper passes to halide_can_use_target_features;
 // tier_allows says which a tier's code may have (none but these tiers').
-constexpr halide_target_feature_t kX86IsaFeatures[] = {
+constexpr halide_target_feature_t kIsaFeatures[] = {
     halide_target_feature_sse41,           halide_target_feature_avx,
     halide_target_feature_avx2,            halide_target_feature_avxvnni,
     halide_target_feature_fma,             halide_target_feature_fma4,
@@ -65,6 +81,31 @@ bool tier_allows(Target tier, halide_target_feature_t feature) {
     default: return false;
     }
 }
+#else
+// The ARM ISA features a Halide target may carry; only arm_fp16's tier
+// has one (Halide's arm_fp16), the base is plain NEON.
+constexpr halide_target_feature_t kIsaFeatures[] = {
+    halide_target_feature_arm_fp16,  halide_target_feature_arm_dot_prod, halide_target_feature_sve,
+    halide_target_feature_sve2,      halide_target_feature_armv81a,      halide_target_feature_armv82a,
+    halide_target_feature_armv83a,   halide_target_feature_armv84a,      halide_target_feature_armv85a,
+    halide_target_feature_armv86a,   halide_target_feature_armv87a,      halide_target_feature_armv88a,
+    halide_target_feature_armv89a,   halide_target_feature_armv7s,
+};
+
+bool tier_allows(Target tier, halide_target_feature_t feature) {
+    return feature == halide_target_feature_arm_fp16 && tier >= Target::arm_fp16;
+}
+#endif
+
+// "a, b or c": the names of the tiers, best first.
+std::string target_names() {
+    std::string text;
+    for (int i = isa::kTargetCount - 1; i >= 0; --i) {
+        text += std::string(i == isa::kTargetCount - 1 ? "" : i == 0 ? " or " : ", ") +
+                isa::target_name(static_cast<Target>(i));
+    }
+    return text;
+}
 
 std::string joined(const std::vector<std::string> &names) {
     std::string text;
@@ -80,51 +121,54 @@ bool has_feature(int count, const std::uint64_t *features, halide_target_feature
 // The decision, made once per process: the CPU's words, the tier they
 // allow, MSDA_X86_TARGET, and the compiled target calls run.
 struct Choice {
-    x86::CpuWords words;
-    Target allowed = Target::x86_64;  // the best tier this CPU can run
-    std::string cap;                  // MSDA_X86_TARGET as given
-    const CompiledX86Target *selected = nullptr;
+    isa::CpuWords words;
+    Target allowed{};  // the best tier this CPU can run
+    std::string cap;                  // MSDA_X86_TARGET (MSDA_ARM_TARGET on ARM) as given
+    const CompiledCpuTarget *selected = nullptr;
     std::string error;                // why nothing may run (selected is null)
 };
 
 Choice make_choice() {
     Choice choice;
-    choice.words = x86::read_this_cpu();
-    choice.allowed = x86::best_target(choice.words);
+    choice.words = isa::read_this_cpu();
+    choice.allowed = isa::best_target(choice.words);
     Target ceiling = choice.allowed;
-    if (const char *cap = std::getenv("MSDA_X86_TARGET"); cap != nullptr && *cap != '\0') {
+    if (const char *cap = std::getenv(kCapVariable); cap != nullptr && *cap != '\0') {
         choice.cap = cap;
-        const std::optional<Target> asked = x86::parse_target(choice.cap);
+        const std::optional<Target> asked = isa::parse_target(choice.cap);
         if (!asked) {
-            choice.error = "msda: MSDA_X86_TARGET: expected avx512_zen4, avx2 or x86-64, got \"" + choice.cap + "\"";
+            choice.error = std::string("msda: ") + kCapVariable + ": expected " + target_names() + ", got \"" +
+                           choice.cap + "\"";
             return choice;
         }
         if (*asked > choice.allowed) {
-            choice.error = "msda: MSDA_X86_TARGET=" + choice.cap + " asks for code this CPU cannot run: it lacks " +
-                           joined(x86::missing_features(choice.words, *asked)) + " (this CPU runs " +
-                           x86::target_name(choice.allowed) + "; " + x86::describe_cpu(choice.words) + ")";
+            choice.error = std::string("msda: ") + kCapVariable + "=" + choice.cap +
+                           " asks for code this CPU cannot run: it lacks " +
+                           joined(isa::missing_features(choice.words, *asked)) + " (this CPU runs " +
+                           isa::target_name(choice.allowed) + "; " + isa::describe_cpu(choice.words) + ")";
             return choice;
         }
         ceiling = *asked;
     }
     // The multi-target wrapper tries the targets best first and calls the
     // last (its base) without asking: the base must be runnable too.
-    const CompiledX86Target &base = kCompiled[std::size(kCompiled) - 1];
-    if (base.tier > choice.allowed) {
-        choice.error = "msda: this CPU (" + x86::describe_cpu(choice.words) +
-                       ") cannot run any target this build compiled: the least, " + x86::target_name(base.tier) +
-                       ", needs " + joined(x86::missing_features(choice.words, base.tier));
+    const CompiledCpuTarget &base = kCompiled[std::size(kCompiled) - 1];
+    if (base.tier > choice.allowed || !isa::missing_features(choice.words, base.tier).empty()) {
+        choice.error = "msda: this CPU (" + isa::describe_cpu(choice.words) +
+                       ") cannot run any target this build compiled: the least, " + isa::target_name(base.tier) +
+                       ", needs " + joined(isa::missing_features(choice.words, base.tier));
         return choice;
     }
-    for (const CompiledX86Target &target : kCompiled) {
+    for (const CompiledCpuTarget &target : kCompiled) {
         if (target.tier <= ceiling) {
             choice.selected = &target;
             break;
         }
     }
     if (choice.selected == nullptr) {
-        choice.error = "msda: MSDA_X86_TARGET=" + choice.cap + " is below the least target this build compiled, " +
-                       x86::target_name(base.tier);
+        choice.error = std::string("msda: ") + kCapVariable + "=" + choice.cap +
+                       " is below the least target this build compiled, " +
+                       isa::target_name(base.tier);
     }
     return choice;
 }
@@ -137,9 +181,9 @@ const Choice &choice() {
 // Runs before any generated code (require_runnable_target), so every
 // wrapper's cached pick comes from here.
 int can_use_target_features(int count, const std::uint64_t *features) {
-    const CompiledX86Target *selected = choice().selected;
+    const CompiledCpuTarget *selected = choice().selected;
     if (selected == nullptr) return 0;
-    for (halide_target_feature_t feature : kX86IsaFeatures) {
+    for (halide_target_feature_t feature : kIsaFeatures) {
         if (has_feature(count, features, feature) && !tier_allows(selected->tier, feature)) return 0;
     }
     return 1;
@@ -149,12 +193,12 @@ int can_use_target_features(int count, const std::uint64_t *features) {
 // that this CPU lacks, or the cap that ruled it out.
 std::string reason(const Choice &choice) {
     std::string text;
-    for (const CompiledX86Target &target : kCompiled) {
+    for (const CompiledCpuTarget &target : kCompiled) {
         if (&target == choice.selected) break;
-        const std::vector<std::string> missing = x86::missing_features(choice.words, target.tier);
+        const std::vector<std::string> missing = isa::missing_features(choice.words, target.tier);
         text += text.empty() ? "" : "; ";
-        text += std::string(x86::target_name(target.tier)) +
-                (missing.empty() ? " is above MSDA_X86_TARGET=" + choice.cap
+        text += std::string(isa::target_name(target.tier)) +
+                (missing.empty() ? std::string(" is above ") + kCapVariable + "=" + choice.cap
                                  : " needs " + joined(missing) + ", which this CPU lacks");
     }
     return text.empty() ? "the best target this build compiled, and this CPU has every feature its code may use"
@@ -199,15 +243,15 @@ const char *version() { return MSDA_VERSION; }
 CpuDispatch cpu_dispatch() {
     const detail::Choice &choice = detail::choice();
     CpuDispatch dispatch;
-    dispatch.cpu = detail::x86::describe_cpu(choice.words);
-    dispatch.cpuid = detail::x86::format_words(choice.words);
-    for (const detail::CompiledX86Target &target : detail::kCompiled) {
-        dispatch.targets.push_back({detail::x86::target_name(target.tier), target.halide_target,
-                                    detail::x86::required_features(target.tier),
-                                    detail::x86::missing_features(choice.words, target.tier)});
+    dispatch.cpu = detail::isa::describe_cpu(choice.words);
+    dispatch.cpuid = detail::isa::format_words(choice.words);
+    for (const detail::CompiledCpuTarget &target : detail::kCompiled) {
+        dispatch.targets.push_back({detail::isa::target_name(target.tier), target.halide_target,
+                                    detail::isa::required_features(target.tier),
+                                    detail::isa::missing_features(choice.words, target.tier)});
     }
     if (choice.selected != nullptr) {
-        dispatch.selected = detail::x86::target_name(choice.selected->tier);
+        dispatch.selected = detail::isa::target_name(choice.selected->tier);
         dispatch.reason = detail::reason(choice);
     }
     dispatch.cap = choice.cap;
