@@ -1,8 +1,9 @@
-// The CPU decides which compiled x86-64 target runs: msda installs its own
+// The CPU decides which compiled target runs: msda installs its own
 // halide_can_use_target_features before the first generated call, answering
 // from the decision of x86_cpu.h (the CPU's cpuid and xgetbv words) and
-// MSDA_X86_TARGET, never from Halide's default, which accepts avx512_zen4
-// code on any CPU it does not recognise as a Zen 4.
+// MSDA_X86_TARGET, or on ARM of arm_cpu.h (AT_HWCAP) and MSDA_ARM_TARGET,
+// never from Halide's default, which accepts avx512_zen4 code on any CPU it
+// does not recognise as a Zen 4.
 #pragma once
 
 #include <msda/msda.hpp>

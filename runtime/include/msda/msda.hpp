@@ -204,28 +204,31 @@ int num_threads();
 // The library's version, "major.minor.patch".
 const char *version();
 
-// One of the x86-64 targets this build compiled.
+// One of the targets this build compiled (x86-64 or 64-bit ARM).
 struct CompiledTarget {
-    std::string name;           // avx512_zen4, avx2 or x86-64 (MSDA_X86_TARGET's names)
+    std::string name;           // avx512_zen4, avx2 or x86-64 (MSDA_X86_TARGET's names);
+                                // arm_fp16 or arm-64 (MSDA_ARM_TARGET's)
     std::string halide_target;  // the Halide target it was compiled for
     std::vector<std::string> features;  // the CPU features its code may use
     std::vector<std::string> missing;   // those this CPU lacks; empty when it can run it
 };
 
 // Which compiled code this process runs, and why. msda decides from the
-// CPU's own cpuid and xgetbv words (a feature counts only when the OS has
-// also enabled its registers' state): the best compiled target whose every
-// feature this CPU has, capped by the environment variable MSDA_X86_TARGET
-// (avx512_zen4, avx2 or x86-64) when it is set. A cap above what the CPU
-// can run is an error: every call then throws it.
+// CPU's own words: on x86-64 cpuid and xgetbv (a feature counts only when
+// the OS has also enabled its registers' state), on ARM the AT_HWCAP word
+// Linux gives the process; the best compiled target whose every feature
+// this CPU has, capped by the environment variable MSDA_X86_TARGET
+// (avx512_zen4, avx2 or x86-64; MSDA_ARM_TARGET on ARM: arm_fp16 or arm-64)
+// when it is set. A cap above what the CPU can run is an error: every call
+// then throws it.
 struct CpuDispatch {
     std::string cpu;                      // vendor, family, model, stepping and name
     std::vector<CompiledTarget> targets;  // best first
     std::string selected;                 // the target calls run; empty when they fail
     std::string reason;                   // why that one: what the better targets need
-    std::string cap;                      // MSDA_X86_TARGET, empty when unset
+    std::string cap;                      // MSDA_X86_TARGET (MSDA_ARM_TARGET), empty when unset
     std::string error;                    // why every call fails, when one does
-    std::string cpuid;                    // the words read, one leaf a line (msda info --cpuid)
+    std::string cpuid;                    // the words read: cpuid leaves, or AT_HWCAP (msda info --cpuid)
 };
 CpuDispatch cpu_dispatch();
 
