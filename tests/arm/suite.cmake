@@ -1,5 +1,5 @@
 # What the ARM libraries' suite (tests/CMakeLists.txt) adds to the shared
-# fragments: the C API, and the ARM CPU decision on this machine's words.
+# fragments: the C API, and the aarch64 CLI against the x86-64 one.
 msda_add_test(test_c_api core test_c_api.cpp)
 msda_add_test(test_c_api_layouts core test_c_api_layouts.cpp)
 
