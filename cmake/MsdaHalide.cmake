@@ -159,10 +159,11 @@ function(msda_add_variant NAME)
         PARAMS ${params}
         STMT ${NAME}_STMT)
     set_property(GLOBAL APPEND PROPERTY MSDA_VARIANTS
-                 "${NAME}|${ARG_KIND}|${ARG_CHANNELS}|${ARG_DTYPE}|${ARG_LOCATIONS}|${ARG_OP}|${ARG_LEVELS}|${ARG_POINTS}")
+                 "${NAME}|${MSDA_CPU_FAMILY}|${ARG_KIND}|${ARG_CHANNELS}|${ARG_DTYPE}|${ARG_LOCATIONS}|${ARG_OP}|${ARG_LEVELS}|${ARG_POINTS}")
 endfunction()
 
-# Writes msda_variants.h: one X-macro line per variant, and the includes.
+# Writes msda_variants.h: one X-macro line per variant (its name, the target
+# family its library was compiled for, what it computes), and the includes.
 function(msda_write_variant_header OUT)
     get_property(variants GLOBAL PROPERTY MSDA_VARIANTS)
     set(includes "")
@@ -170,16 +171,18 @@ function(msda_write_variant_header OUT)
     foreach (v IN LISTS variants)
         string(REPLACE "|" ";" parts "${v}")
         list(GET parts 0 name)
-        list(GET parts 1 kind)
-        list(GET parts 2 channels)
-        list(GET parts 3 dtype)
-        list(GET parts 4 locations)
-        list(GET parts 5 op)
-        list(GET parts 6 levels)
-        list(GET parts 7 points)
+        list(GET parts 1 family)
+        list(GET parts 2 kind)
+        list(GET parts 3 channels)
+        list(GET parts 4 dtype)
+        list(GET parts 5 locations)
+        list(GET parts 6 op)
+        list(GET parts 7 levels)
+        list(GET parts 8 points)
         string(APPEND includes "#include \"${name}.h\"\n")
         string(APPEND entries
-               "    MSDA_VARIANT(${name}, ${kind}, ${channels}, ${dtype}, ${locations}, ${op}, ${levels}, ${points}) \\\n")
+               "    MSDA_VARIANT(${name}, ${family}, ${kind}, ${channels}, ${dtype}, ${locations}, ${op}, ${levels}, "
+               "${points}) \\\n")
     endforeach ()
     # The CPU targets, best first, with their tiers (x86-64 is x86_64 in C++,
     # arm-64 arm_64).

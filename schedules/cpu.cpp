@@ -1,7 +1,8 @@
 // The CPU family's schedules (x86-64 and 64-bit ARM): the loop structure is
 // the same on both, and what depends on the target comes from it (the
-// vector width: natural_vector_size). Work is split into parallel tasks over runs of queries
-// (forward, per-sample gradients) or over (batch, head) slices of grad_value
+// vector width, natural_vector_size, and the caches its blocks are sized
+// against, core_caches). Work is split into parallel tasks over runs of
+// queries (forward, per-sample gradients) or over (batch, head) slices of grad_value
 // (the scatter), and vectorised over channels, with a guarded tail when C_h
 // is not a multiple of the vector width. Two walks of the samples
 // (Options::sample_order): by level (head by head, level by level over
@@ -78,9 +79,34 @@ void in_memory_order(Func f, const MsdaVars &v, const Var &row, int width, int c
 
 }  // namespace
 
+namespace {
+
+// The caches of one core that the blocks below are sized against, from the
+// target: on x86-64 those of the cores the schedule was measured on (48 KiB
+// L1d, 2 MiB L2), on ARM those of the Neoverse cores of ARM servers
+// (Graviton 2 to 4, Ampere Altra: 64 KiB L1d, 1 MiB L2).
+struct CoreCaches {
+    int l1_data, l2;
+};
+CoreCaches core_caches(const Target &target) {
+    if (target.arch == Target::ARM) return {64 << 10, 1 << 20};
+    return {48 << 10, 2 << 20};
+}
+
+// The largest power of two <= n (n >= 1).
+int power_of_two_at_most(int n) {
+    int p = 1;
+    while (p * 2 <= n) p *= 2;
+    return p;
+}
+
 // Queries whose rows of grad_output the scatter keeps at hand while it walks
-// the levels (128 KiB of a head's rows for C_h = 32).
-constexpr int kQueriesPerRun = 1024;
+// the levels: a sixteenth of L2 for a head's rows at C_h = 32 (1024 queries,
+// 128 KiB, on x86-64). The runs change only when rows are loaded: each
+// row's contributions come in query order whatever their length.
+int queries_per_run(const Target &target) { return power_of_two_at_most(core_caches(target).l2 / 16 / (32 * 4)); }
+
+}  // namespace
 
 // Queries per parallel task: a whole number of tiles, about 1/16 of a batch
 // element's queries, so each thread walks long runs of neighbouring queries
@@ -319,7 +345,7 @@ void schedule_grad_value(const Target &target, GradValuePipeline &f, const Tunab
         // grad_output are loaded once, all together (their loads overlap),
         // and stay in L2 for every level.
         RVar run("run"), rest("rest"), query_tile("query_tile"), query_inner("query_inner");
-        scatter.split(query, run, rest, kQueriesPerRun, TailStrategy::GuardWithIf)
+        scatter.split(query, run, rest, queries_per_run(target), TailStrategy::GuardWithIf)
             .split(rest, query_tile, query_inner, tunables.query_tile, TailStrategy::GuardWithIf)
             .reorder(v.c, corner, point, query_inner, query_tile, level, run, v.h, v.b)
             .fuse(v.h, v.b, slice)
@@ -378,12 +404,13 @@ void schedule_grad_sample(const Target &target, GradSamplePipeline &f, const Tun
 
 void schedule_relayout(const Target &target, Func out, const Var &c, const Var &h, const Var &row, const Var &b) {
     // Blocks of rows per task; inside a block, head by head: a block's rows
-    // of every head (16 KiB for 8 x 32 channels of float32 and 16 rows) stay
-    // in L1 whichever of the two layouts is head-major, so both sides are
-    // read and written in whole cache lines.
+    // of every head (a third of L1d for 8 x 32 channels of float32: 16 rows,
+    // 16 KiB, on both families) stay in L1 whichever of the two layouts is
+    // head-major, so both sides are read and written in whole cache lines.
     Var block("block"), rows("rows"), task("task");
     const int width = target.natural_vector_size(out.type());
-    out.split(row, block, rows, 16, TailStrategy::GuardWithIf)
+    const int block_rows = power_of_two_at_most(core_caches(target).l1_data / 3 / (8 * 32 * 4));
+    out.split(row, block, rows, block_rows, TailStrategy::GuardWithIf)
         .reorder(c, rows, h, block, b)
         .fuse(block, b, task)
         .parallel(task);

@@ -1090,6 +1090,25 @@ TEST_F(Cli, InfoNamesTheTargetThisCpuRuns) {
     EXPECT_EQ(version.output, std::string("msda ") + msda::version() + "\n");
 }
 
+// msda info --variants lists the library's generated functions, one line
+// each, with the target family they were compiled for.
+TEST_F(Cli, InfoListsTheGeneratedFunctions) {
+    const RunResult listed = run({"info", "--variants"});
+    EXPECT_EQ(listed.exit_code, 0) << listed.errors;
+    const std::vector<msda::CompiledVariant> variants = msda::compiled_variants();
+    std::size_t lines = 0;
+    for (const char c : listed.output) lines += c == '\n';
+    EXPECT_EQ(lines, variants.size() + 1) << listed.output;  // a header, then one per function
+    for (const msda::CompiledVariant &variant : variants) {
+        const std::size_t at = listed.output.find("\n" + variant.name + " ");
+        ASSERT_NE(at, std::string::npos) << variant.name << " missing from\n" << listed.output;
+        const std::string line = listed.output.substr(at + 1, listed.output.find('\n', at + 1) - at - 1);
+        EXPECT_NE(line.find(" " + variant.family + " "), std::string::npos) << line;
+        EXPECT_NE(line.find(" " + variant.kind + " "), std::string::npos) << line;
+    }
+    EXPECT_EQ(run({"info", "--variants", "--cpuid"}).exit_code, kExitBadUsage);
+}
+
 TEST_F(CliRejects, AnUnknownCommandIsNamed) {
     const RunResult result = run({"fowrard", "--value", "v.npy"});
     EXPECT_EQ(result.exit_code, kExitBadUsage);

@@ -56,6 +56,7 @@ struct DemoCommand {
 struct InfoCommand {
     bool features = false;  // also every target's feature list
     bool cpuid = false;     // print the CPU's words instead (tests/cpuid's format)
+    bool variants = false;  // list the generated functions instead
 };
 
 void run_forward(const ForwardCommand &command);

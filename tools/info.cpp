@@ -1,5 +1,6 @@
-// `msda info`: the library's version, the compiled targets, the one this CPU
-// runs and why, and the thread count.
+// `msda info`: the library's version and target family, the compiled
+// targets, the one this CPU runs and why, and the thread count; or the
+// generated functions (--variants).
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -23,6 +24,20 @@ std::string thread_source() {
     return "one per core";
 }
 
+std::string sizes(int count) { return count == 0 ? "any" : std::to_string(count); }
+
+// One line per generated function: what it serves, for which family.
+void print_variants() {
+    std::printf("%-36s %-6s %-24s %-5s %-9s %-9s %-4s %-4s %s\n", "function", "family", "kind", "op", "storage",
+                "locations", "C_h", "N_l", "N_p");
+    for (const msda::CompiledVariant &variant : msda::compiled_variants()) {
+        std::printf("%-36s %-6s %-24s %-5s %-9s %-9s %-4s %-4s %s\n", variant.name.c_str(), variant.family.c_str(),
+                    variant.kind.c_str(), variant.op == msda::Operator::gka ? "gka" : "msda",
+                    msda::dtype_name(variant.dtype), msda::dtype_name(variant.locations_dtype),
+                    sizes(variant.channels).c_str(), sizes(variant.levels).c_str(), sizes(variant.points).c_str());
+    }
+}
+
 }  // namespace
 
 bool run_info(const InfoCommand &command) {
@@ -32,8 +47,15 @@ bool run_info(const InfoCommand &command) {
                     dispatch.cpuid.c_str());
         return true;
     }
+    if (command.variants) {
+        print_variants();
+        return true;
+    }
     std::printf("msda %s\n", msda::version());
+    std::printf("family: %s\n", dispatch.family.c_str());
     std::printf("cpu: %s\n", dispatch.cpu.c_str());
+    std::printf("caches: %lld KiB L1d, %lld KiB L2 a core (%s)\n", static_cast<long long>(dispatch.l1_data_cache_bytes >> 10),
+                static_cast<long long>(dispatch.l2_cache_bytes >> 10), dispatch.caches.c_str());
     std::printf("compiled targets, best first:\n");
     for (const msda::CompiledTarget &target : dispatch.targets) {
         std::printf("  %-12s %-40s %s\n", target.name.c_str(), target.halide_target.c_str(),
@@ -41,7 +63,7 @@ bool run_info(const InfoCommand &command) {
                                            : ("this CPU lacks " + joined(target.missing)).c_str());
         if (command.features) std::printf("               needs: %s\n", joined(target.features).c_str());
     }
-    if (!dispatch.cap.empty()) std::printf("MSDA_X86_TARGET: %s\n", dispatch.cap.c_str());
+    if (!dispatch.cap.empty()) std::printf("%s: %s\n", dispatch.cap_variable.c_str(), dispatch.cap.c_str());
     if (dispatch.error.empty()) {
         std::printf("runs: %s (%s)\n", dispatch.selected.c_str(), dispatch.reason.c_str());
     } else {

@@ -166,8 +166,11 @@ int main(int argc, char **argv) {
     CLI::App *info_command = app.add_subcommand(
         "info", "the version, the compiled targets, the one this CPU runs and why, and the thread count");
     info_command->add_flag("--features", info.features, "also list the CPU features each target's code may use");
+    CLI::Option *variants_flag = info_command->add_flag(
+        "--variants", info.variants, "list the generated functions instead: what each computes, for which target family");
     info_command->add_flag("--cpuid", info.cpuid,
-                           "print the CPU words msda read instead: cpuid and xgetbv (the format of tests/cpuid/), or AT_HWCAP on ARM (tests/hwcap/)");
+                           "print the CPU words msda read instead: cpuid and xgetbv (the format of tests/cpuid/), or AT_HWCAP on ARM (tests/hwcap/)")
+        ->excludes(variants_flag);
 
     try {
         // CLI11 reports a word that is no subcommand as a missing one.

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "cpu_caches.h"
+#include "dispatch.h"
 #include "msda_variants.h"
 
 // The CPU family this library was built for, and its decision module.
@@ -254,6 +256,12 @@ CpuDispatch cpu_dispatch() {
         dispatch.selected = detail::isa::target_name(choice.selected->tier);
         dispatch.reason = detail::reason(choice);
     }
+    dispatch.family = detail::family_name(detail::kLibraryFamily);
+    const detail::CpuCaches &caches = detail::cpu_caches();
+    dispatch.l1_data_cache_bytes = caches.l1_data;
+    dispatch.l2_cache_bytes = caches.l2;
+    dispatch.caches = caches.source;
+    dispatch.cap_variable = detail::kCapVariable;
     dispatch.cap = choice.cap;
     dispatch.error = choice.error;
     return dispatch;

@@ -7,10 +7,13 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <mutex>
 #include <string>
+#include <vector>
 
+#include "cpu_caches.h"
 #include "cpu_dispatch.h"
 #include "msda_variants.h"
 
@@ -18,24 +21,54 @@ namespace msda::detail {
 
 namespace {
 
-const Variant kVariants[] = {
-#define MSDA_VARIANT(name, kind, channels, dtype, locations, op, levels, points)         \
-    {Kind::kind, channels, DType::dtype, DType::locations, Operator::op, levels, points, &name},
+constexpr Variant kVariants[] = {
+#define MSDA_VARIANT(name, family, kind, channels, dtype, locations, op, levels, points)                  \
+    {#name, TargetFamily::family, Kind::kind, channels, DType::dtype, DType::locations, Operator::op, levels, \
+     points, &name},
     MSDA_FOR_EACH_VARIANT(MSDA_VARIANT)
 #undef MSDA_VARIANT
 };
 
-const char *kind_name(Kind kind) {
+// A library holds the code of the family it runs on, and nothing else.
+constexpr bool all_of_library_family() {
+    for (const Variant &variant : kVariants) {
+        if (variant.family != kLibraryFamily) return false;
+    }
+    return true;
+}
+static_assert(all_of_library_family(),
+              "msda_variants.h lists a variant of another target family than this library's");
+
+}  // namespace
+
+const Variant *variants_begin() { return std::begin(kVariants); }
+const Variant *variants_end() { return std::end(kVariants); }
+
+const char *family_name(TargetFamily family) {
+    switch (family) {
+    case TargetFamily::x86: return "x86";
+    case TargetFamily::arm: return "arm";
+    }
+    return "unknown";
+}
+
+const char *kind_id(Kind kind) {
     switch (kind) {
     case Kind::forward: return "forward";
     case Kind::grad_value: return "grad_value";
-    case Kind::grad_sample: return "grad_attention_weights and grad_sampling_locations";
+    case Kind::grad_sample: return "grad_sample";
     case Kind::grad_attention_weights: return "grad_attention_weights";
     case Kind::grad_sampling_locations: return "grad_sampling_locations";
     case Kind::relayout: return "relayout";
     }
     return "unknown";
 }
+
+const char *kind_name(Kind kind) {
+    return kind == Kind::grad_sample ? "grad_attention_weights and grad_sampling_locations" : kind_id(kind);
+}
+
+namespace {
 
 // The generated code reports failures through halide_error with the
 // user_context it was called with: each call collects its own messages, so
@@ -340,7 +373,8 @@ bool stages_value(const ProblemSize &size, const Options &options) {
                                static_cast<std::int64_t>(dtype_size(size.dtype));
     // Validated sizes: each factor fits 32 bits, so the product fits 64.
     const std::int64_t samples_per_head = size.queries * size.levels * size.points;
-    return bytes > (std::int64_t{2} << 20) && samples_per_head >= 4 * size.value_length;
+    // A value that fits a core's L2 is read from there whatever its layout.
+    return bytes > cpu_caches().l2 && samples_per_head >= 4 * size.value_length;
 }
 
 }  // namespace
@@ -464,9 +498,9 @@ bool chooses_by_query(const TensorView &locations, const Options &options, const
     if (options.sample_order == SampleOrder::by_level) return false;
     if (any_level_size) return queries_sample_neighbourhoods(locations, checked.size, checked.levels);
     // by_level keeps one level of one head as the working set; where every
-    // level's slice of a head fits a core's L2 with room to spare, that
-    // beats by_query even for clustered samples (G: 60 x 40 levels).
-    constexpr std::int64_t kSliceBytes = std::int64_t{1} << 20;
+    // level's slice of a head fits in half a core's L2, that beats by_query
+    // even for clustered samples (G: 60 x 40 levels, 2 MiB L2).
+    const std::int64_t slice_limit = cpu_caches().l2 / 2;
     std::int64_t largest_level = 0;
     for (std::size_t l = 0; l < checked.levels.starts.size(); l++) {
         largest_level = std::max<std::int64_t>(
@@ -474,7 +508,7 @@ bool chooses_by_query(const TensorView &locations, const Options &options, const
     }
     const std::int64_t slice_bytes =
         largest_level * checked.size.channels * static_cast<std::int64_t>(dtype_size(checked.size.dtype));
-    return slice_bytes > kSliceBytes && queries_sample_neighbourhoods(locations, checked.size, checked.levels);
+    return slice_bytes > slice_limit && queries_sample_neighbourhoods(locations, checked.size, checked.levels);
 }
 
 // Whether a call served by this by-query variant (null: none) walks by
@@ -600,3 +634,17 @@ void run_backward(const Kernels &kernels, const BackwardArgs &args, const Option
 }
 
 }  // namespace msda::detail
+
+namespace msda {
+
+std::vector<CompiledVariant> compiled_variants() {
+    std::vector<CompiledVariant> list;
+    for (const detail::Variant *variant = detail::variants_begin(); variant != detail::variants_end(); ++variant) {
+        list.push_back({variant->name, detail::family_name(variant->family), detail::kind_id(variant->kind),
+                        variant->op, variant->dtype, variant->locations_dtype, variant->channels, variant->levels,
+                        variant->points});
+    }
+    return list;
+}
+
+}  // namespace msda

@@ -36,7 +36,21 @@ using RelayoutFunction = int (*)(const void *, halide_buffer_t *, halide_buffer_
 using GeneratedFunction = std::variant<PipelineFunction<1>, PipelineFunction<2>, PipelineFunction<3>,
                                        PipelineFunction<4>, RelayoutFunction>;
 
+// The target families msda's libraries are compiled for; a library holds
+// the variants of one (msda_variants.h names each entry's).
+enum class TargetFamily { x86, arm };
+#if defined(__x86_64__)
+constexpr TargetFamily kLibraryFamily = TargetFamily::x86;
+#elif defined(__aarch64__)
+constexpr TargetFamily kLibraryFamily = TargetFamily::arm;
+#else
+#error "msda's runtime is built for x86-64 and 64-bit ARM only"
+#endif
+const char *family_name(TargetFamily family);
+
 struct Variant {
+    const char *name;  // the generated function's name
+    TargetFamily family;
     Kind kind;
     int channels;  // compile-time C_h, 0 for any
     DType dtype;            // storage of value, weights, outputs and gradients
@@ -45,6 +59,13 @@ struct Variant {
     int levels, points;  // compile-time N_l and N_p of a by-query variant, 0 for any
     GeneratedFunction function;
 };
+
+// The registry of this library's generated functions, in msda_variants.h's
+// order.
+const Variant *variants_begin();
+const Variant *variants_end();
+const char *kind_name(Kind kind);  // what it computes, for messages
+const char *kind_id(Kind kind);    // its name in msda_variants.h
 
 // The variant for this kind, storage dtypes and channel count: a
 // compile-time C_h when one was built for it, else the generic one.

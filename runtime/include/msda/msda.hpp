@@ -222,14 +222,38 @@ struct CompiledTarget {
 // when it is set. A cap above what the CPU can run is an error: every call
 // then throws it.
 struct CpuDispatch {
+    std::string family;                   // the target family of this library's code: x86 or arm
     std::string cpu;                      // vendor, family, model, stepping and name
     std::vector<CompiledTarget> targets;  // best first
     std::string selected;                 // the target calls run; empty when they fail
     std::string reason;                   // why that one: what the better targets need
-    std::string cap;                      // MSDA_X86_TARGET (MSDA_ARM_TARGET), empty when unset
+    std::string cap_variable;             // MSDA_X86_TARGET or MSDA_ARM_TARGET
+    std::string cap;                      // its value, empty when unset
     std::string error;                    // why every call fails, when one does
     std::string cpuid;                    // the words read: cpuid leaves, or AT_HWCAP (msda info --cpuid)
+    // A core's caches, which the automatic relayout and sample order size
+    // their working sets against (Linux's sysfs; 48 KiB and 2 MiB where it
+    // says nothing), and where they were read.
+    std::int64_t l1_data_cache_bytes = 0, l2_cache_bytes = 0;
+    std::string caches;
 };
 CpuDispatch cpu_dispatch();
+
+// One generated function of this library (msda info --variants lists them):
+// each is compiled for every target of the library's family (cpu_dispatch's
+// targets), and a call runs the one that serves its sizes and dtypes.
+struct CompiledVariant {
+    std::string name;    // its function, e.g. msda_forward_c32
+    std::string family;  // the target family it was compiled for: x86 or arm
+    std::string kind;    // forward, grad_value, grad_sample (both per-sample gradients),
+                         // grad_attention_weights, grad_sampling_locations, or relayout
+                         // (value copied between layouts)
+    Operator op;         // msda or gka (relayout: msda)
+    DType dtype;            // storage of value, weights, outputs and their gradients
+    DType locations_dtype;  // storage of sampling_locations and its gradient
+    int channels;        // compile-time C_h, 0 for any
+    int levels, points;  // compile-time N_l and N_p (the by-query walk), 0 for any
+};
+std::vector<CompiledVariant> compiled_variants();
 
 }  // namespace msda

@@ -1,0 +1,72 @@
+// The registry of generated functions (msda::compiled_variants, msda info
+// --variants): every entry belongs to this library's target family, names
+// are unique, and every operator, storage and locations dtype the SPEC
+// promises has its generic code (any C_h, any N_l and N_p) for the forward,
+// grad_value and the per-sample gradients, and a relayout per storage size.
+#include <gtest/gtest.h>
+
+#include <msda/msda.hpp>
+
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace {
+
+TEST(Variants, BelongToTheLibrarysFamily) {
+    const msda::CpuDispatch dispatch = msda::cpu_dispatch();
+#if defined(__x86_64__)
+    EXPECT_EQ(dispatch.family, "x86");
+    EXPECT_EQ(dispatch.cap_variable, "MSDA_X86_TARGET");
+#else
+    EXPECT_EQ(dispatch.family, "arm");
+    EXPECT_EQ(dispatch.cap_variable, "MSDA_ARM_TARGET");
+#endif
+    const std::vector<msda::CompiledVariant> variants = msda::compiled_variants();
+    ASSERT_FALSE(variants.empty());
+    std::set<std::string> names;
+    for (const msda::CompiledVariant &variant : variants) {
+        EXPECT_EQ(variant.family, dispatch.family) << variant.name;
+        EXPECT_TRUE(names.insert(variant.name).second) << variant.name << " is listed twice";
+        // A by-query variant fixes all three sizes, the others at most C_h.
+        EXPECT_EQ(variant.levels == 0, variant.points == 0) << variant.name;
+        if (variant.points != 0) EXPECT_GT(variant.channels, 0) << variant.name;
+    }
+}
+
+bool has_generic(const std::vector<msda::CompiledVariant> &variants, const std::string &kind, msda::Operator op,
+                 msda::DType dtype, msda::DType locations) {
+    for (const msda::CompiledVariant &variant : variants) {
+        if (variant.kind == kind && variant.op == op && variant.dtype == dtype &&
+            variant.locations_dtype == locations && variant.channels == 0 && variant.points == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+TEST(Variants, EveryPromisedCallHasGenericCode) {
+    const std::vector<msda::CompiledVariant> variants = msda::compiled_variants();
+    using msda::DType;
+    const std::vector<std::tuple<DType, DType>> storages = {{DType::f32, DType::f32}, {DType::f16, DType::f32},
+                                                            {DType::f16, DType::f16}, {DType::bf16, DType::f32},
+                                                            {DType::bf16, DType::bf16}};
+    for (const auto &[dtype, locations] : storages) {
+        SCOPED_TRACE(std::string(msda::dtype_name(dtype)) + " storage, " + msda::dtype_name(locations) +
+                     " locations");
+        for (const char *kind : {"forward", "grad_value", "grad_sample", "grad_attention_weights",
+                                 "grad_sampling_locations"}) {
+            EXPECT_TRUE(has_generic(variants, kind, msda::Operator::msda, dtype, locations)) << "MSDA " << kind;
+        }
+        // GKA: no location gradient.
+        for (const char *kind : {"forward", "grad_value", "grad_attention_weights"}) {
+            EXPECT_TRUE(has_generic(variants, kind, msda::Operator::gka, dtype, locations)) << "GKA " << kind;
+        }
+    }
+    for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+        EXPECT_TRUE(has_generic(variants, "relayout", msda::Operator::msda, dtype, dtype)) << msda::dtype_name(dtype);
+    }
+}
+
+}  // namespace
