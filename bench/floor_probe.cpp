@@ -152,9 +152,10 @@ void first_touch(char *data, std::size_t bytes, int threads) {
 
 // ---------------------------------------------------------------------------
 // The clock: kAddsPerRound dependent adds of a register a round, one a
-// cycle on every x86 core of this century (each waits for the one before),
-// while the loop's own counter runs beside them on other ports. Not adds of
-// an immediate: Golden Cove folds chains of those at rename, several a cycle.
+// cycle on every x86 and 64-bit ARM core of this century (each waits for
+// the one before), while the loop's own counter runs beside them on other
+// ports. Not adds of an immediate: Golden Cove folds chains of those at
+// rename, several a cycle.
 
 constexpr long long kAddsPerRound = 100;
 
@@ -164,7 +165,7 @@ __attribute__((noinline)) std::uint64_t add_chain(long long rounds, std::uint64_
 #if defined(__x86_64__) || defined(__i386__)
         __asm__ volatile(".rept 100\n\tadd %1, %0\n\t.endr" : "+r"(x) : "r"(step));
 #else
-        for (long long k = 0; k < kAddsPerRound; ++k) __asm__ volatile("add %0, %0, %1" : "+r"(x) : "r"(step));
+        __asm__ volatile(".rept 100\n\tadd %0, %0, %1\n\t.endr" : "+r"(x) : "r"(step));
 #endif
     }
     return x;
@@ -237,6 +238,11 @@ double probe_latency(Buffer &buffer) {
 #if defined(__x86_64__) || defined(__i386__)
         for (char *l : line) _mm_clflush(l);
         _mm_mfence();
+#elif defined(__aarch64__)
+        // Clean and invalidate to the point of coherency (Linux lets user
+        // code run DC CIVAC), then wait for it.
+        for (char *l : line) __asm__ volatile("dc civac, %0" : : "r"(l) : "memory");
+        __asm__ volatile("dsb ish" : : : "memory");
 #endif
         char *p = line[0];
         const Clock::time_point begin = Clock::now();
@@ -295,6 +301,9 @@ const ProbeKernels &probe_kernels() {
     // the registers (XCR0). MSDA_PROBE_ISA=avx2 or sse2 narrows the choice
     // (to see what narrower code reaches on one machine; the documented
     // peaks stay those of the widest vectors).
+#if defined(__aarch64__)
+    return kProbeKernelsNeon;
+#else
     static const ProbeKernels &chosen = [] () -> const ProbeKernels & {
         const char *asked = std::getenv("MSDA_PROBE_ISA");
         const std::string cap = asked != nullptr ? asked : "avx512";
@@ -303,6 +312,7 @@ const ProbeKernels &probe_kernels() {
         return kProbeKernelsSse2;
     }();
     return chosen;
+#endif
 }
 
 MachineRates probe_machine(int threads) {

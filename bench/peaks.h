@@ -18,6 +18,10 @@ struct CorePeaks {
     double l1_bytes_per_cycle = 0;  // loads from L1
     double l2_bytes_per_cycle = 0;  // L2 to L1
     std::string source;
+    // Whether every core these peaks stand for reaches them, so that a rate
+    // far below one is a probe that missed the machine's limit (false for
+    // a ceiling over cores of many widths: checked from above only).
+    bool reached_by_every_core = true;
 };
 
 // The peaks of the CPU this runs on, for the probe's ISA.

@@ -1,16 +1,19 @@
 // The probe's inner loops for one vector ISA: bench/CMakeLists.txt compiles
-// this file three times, with MSDA_PROBE_ISA 3 (AVX-512: -mavx512f -mfma),
-// 2 (AVX2: -mavx2 -mfma) and 1 (SSE2, the x86-64 baseline), each defining
-// its own kProbeKernels*. Every loop keeps its accumulators in registers
-// (the ISA's vector registers minus the operands: 32 zmm, 16 ymm or xmm),
-// since a spill to the stack would measure the spill instead of the machine.
+// this file once per ISA of the family it builds for: on x86-64 three
+// times, with MSDA_PROBE_ISA 3 (AVX-512: -mavx512f -mfma), 2 (AVX2: -mavx2
+// -mfma) and 1 (SSE2, the x86-64 baseline); on 64-bit ARM once, with 4
+// (NEON, which every aarch64 core has, its multiply-adds fused). Each
+// defines its own kProbeKernels*. Every loop keeps its accumulators in
+// registers (the ISA's vector registers minus the operands: 32 zmm, 16 ymm
+// or xmm, 32 NEON q registers), since a spill to the stack would measure
+// the spill instead of the machine.
 #include <algorithm>
 #include <cstring>
 
 #include "probe_kernels.h"
 
 #ifndef MSDA_PROBE_ISA
-#error "MSDA_PROBE_ISA must be 1 (SSE2), 2 (AVX2) or 3 (AVX-512)"
+#error "MSDA_PROBE_ISA must be 1 (SSE2), 2 (AVX2), 3 (AVX-512) or 4 (NEON)"
 #endif
 
 namespace msda_bench {
@@ -28,12 +31,25 @@ constexpr int kChains = 12;  // 12 of 16 ymm registers, two hold the operands
 constexpr int kAccumulators = 8;
 #define MSDA_PROBE_KERNELS kProbeKernelsAvx2
 #define MSDA_PROBE_NAME "avx2"
+#elif MSDA_PROBE_ISA == 4
+constexpr int kVectorBytes = 16;
+constexpr int kChains = 24;  // 24 of 32 q registers: two hold the operands
+constexpr int kAccumulators = 16;
+#define MSDA_PROBE_KERNELS kProbeKernelsNeon
+#define MSDA_PROBE_NAME "neon"
 #else
 constexpr int kVectorBytes = 16;
 constexpr int kChains = 12;
 constexpr int kAccumulators = 8;
 #define MSDA_PROBE_KERNELS kProbeKernelsSse2
 #define MSDA_PROBE_NAME "sse2"
+#endif
+
+// The register class of a vector in an asm operand.
+#if defined(__aarch64__)
+#define MSDA_VECTOR_REGISTER "+w"
+#else
+#define MSDA_VECTOR_REGISTER "+x"
 #endif
 
 typedef float Vec __attribute__((vector_size(kVectorBytes)));
@@ -55,6 +71,9 @@ Vec splat(float x) { return Vec{} + x; }
 #define MSDA_CHAINS_12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 #if MSDA_PROBE_ISA == 3
 #define MSDA_CHAINS(X) MSDA_CHAINS_12(X) X(12) X(13) X(14) X(15)
+#elif MSDA_PROBE_ISA == 4
+#define MSDA_CHAINS(X) \
+    MSDA_CHAINS_12(X) X(12) X(13) X(14) X(15) X(16) X(17) X(18) X(19) X(20) X(21) X(22) X(23)
 #else
 #define MSDA_CHAINS(X) MSDA_CHAINS_12(X)
 #endif
@@ -72,7 +91,7 @@ __attribute__((noinline)) float fma_kernel(long long iterations, float seed) {
     MSDA_CHAINS(MSDA_START)
     for (long long n = 0; n < iterations; ++n) {
         // Keeps the compiler from collapsing rounds of the loop.
-        __asm__ volatile("" : "+x"(acc0));
+        __asm__ volatile("" : MSDA_VECTOR_REGISTER(acc0));
         MSDA_CHAINS(MSDA_STEP)
     }
     Vec total = {};

@@ -18,4 +18,10 @@ set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE BOTH)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE BOTH)
 
-set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64 -L /usr/aarch64-linux-gnu)
+# LD_LIBRARY_PATH keeps the guest on the sysroot's C and C++ libraries: with
+# -L alone, its loader reads the build machine's /etc/ld.so.cache, which
+# names the arm64 multiarch copies (/usr/lib/aarch64-linux-gnu, installed
+# with libbenchmark-dev:arm64), a glibc of another build than the sysroot's
+# loader, and threaded programs then hang. The bench's libbenchmark, only
+# in multiarch, is found through its RUNPATH.
+set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64 -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH=/usr/aarch64-linux-gnu/lib)

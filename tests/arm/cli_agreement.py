@@ -3,7 +3,7 @@ reference: forward and backward of MSDA and GKA, in f32, f16 and bf16
 storage, on the same .npy files.
 
   cli_agreement.py --arm-cli build-aarch64/bin/msda --x86-cli build/bin/msda
-                   --emulator "qemu-aarch64 -L /usr/aarch64-linux-gnu" --work DIR
+                   --emulator "qemu-aarch64 -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH=/usr/aarch64-linux-gnu/lib" --work DIR
 
 The reference (numpy, float64) computes each forward from the stored inputs
 (rounded to the call's storage dtype as the CLI rounds them); both CLIs'
