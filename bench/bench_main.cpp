@@ -22,6 +22,11 @@
 //   --peers grid_sample,cuda_port,gka_torch | none
 //   --dtypes f32,f16,bf16  msda's storage dtypes (default all three; the
 //                        half ones on kHalfShapes only; the peers are float32)
+//   --device cpu|opencl  msda::Options::device of every msda plan (default
+//                        cpu): opencl times msda on the OpenCL device (its
+//                        host-to-device copies included), float32 only
+//   --atomic             msda::Options::deterministic = false on every plan
+//                        (OpenCL's float-atomic grad_value)
 //   --relayout automatic|always|never
 //                        msda::Options::relayout of every msda plan (default
 //                        automatic): whether value is copied head-major into
@@ -81,6 +86,8 @@ struct Settings {
     std::set<std::string> dtypes = {"f32", "f16", "bf16"};
     msda::Relayout relayout = msda::Relayout::automatic;
     msda::SampleOrder sample_order = msda::SampleOrder::automatic;
+    msda::Device device = msda::Device::cpu;
+    bool atomic = false;
     bool one_shot = false;
     bool huge_pages = false;
     bool check_only = false;
@@ -111,6 +118,7 @@ const Choices<msda::Relayout> kRelayouts = {
 const Choices<msda::SampleOrder> kSampleOrders = {{"automatic", msda::SampleOrder::automatic},
                                                   {"by_level", msda::SampleOrder::by_level},
                                                   {"by_query", msda::SampleOrder::by_query}};
+const Choices<msda::Device> kDevices = {{"cpu", msda::Device::cpu}, {"opencl", msda::Device::opencl}};
 
 template <typename Enum>
 std::string choice_name(const Choices<Enum> &choices, Enum value) {
@@ -210,6 +218,10 @@ Settings parse_settings(int &argc, char **argv) {
                     std::exit(2);
                 }
             }
+        } else if (auto v = value("--device")) {
+            settings.device = parse_choice("--device", kDevices, *v);
+        } else if (arg == "--atomic") {
+            settings.atomic = true;
         } else if (auto v = value("--relayout")) {
             settings.relayout = parse_choice("--relayout", kRelayouts, *v);
         } else if (auto v = value("--sample-order")) {
@@ -320,6 +332,8 @@ public:
         msda::Options options;
         options.relayout = settings.relayout;
         options.sample_order = settings.sample_order;
+        options.device = settings.device;
+        options.deterministic = !settings.atomic;
         if (gka) {
             options.op = msda::Operator::gka;
             options.rounding = rounding;
@@ -700,6 +714,8 @@ void add_machine_context(const FloorModel &floor, const Settings &settings) {
     benchmark::AddCustomContext("threads", std::to_string(threads));
     benchmark::AddCustomContext("relayout", choice_name(kRelayouts, settings.relayout));
     benchmark::AddCustomContext("sample_order", choice_name(kSampleOrders, settings.sample_order));
+    benchmark::AddCustomContext("device", choice_name(kDevices, settings.device));
+    benchmark::AddCustomContext("deterministic", settings.atomic ? "false" : "true");
     benchmark::AddCustomContext("msda_calls", settings.one_shot ? "one-shot" : "plan");
     benchmark::AddCustomContext("huge_pages", settings.huge_pages ? "on" : "off");
     benchmark::AddCustomContext("probe_fma_gflops", text(r.fma_flops_per_s / 1e9));

@@ -98,6 +98,16 @@ foreach (target IN LISTS MSDA_CPU_TARGETS)
     list(APPEND MSDA_CPU_TIERS ${tier})
 endforeach ()
 
+# The OpenCL libraries (the GPU schedule family, schedules/gpu.cpp): their
+# host code is the family's baseline CPU target, their kernels OpenCL C,
+# compiled by the OpenCL driver when first run. Built where MSDA_OPENCL is
+# on (by default natively, not in a cross tree).
+if (MSDA_CPU_FAMILY STREQUAL "arm")
+    set(MSDA_OPENCL_TARGET arm-64-linux-opencl)
+else ()
+    set(MSDA_OPENCL_TARGET x86-64-linux-opencl)
+endif ()
+
 # user_context: errors reach the calling thread's msda::Error.
 # large_buffers: 64-bit index arithmetic for tensors past 2^31 elements.
 set(MSDA_HALIDE_FEATURES user_context large_buffers)
@@ -109,7 +119,8 @@ set_property(GLOBAL PROPERTY MSDA_VARIANTS "")
 
 # msda_add_variant(NAME GENERATOR gen KIND kind CHANNELS c
 #                  [DTYPE f32|f16|bf16] [LOCATIONS f32|f16|bf16] [PARAMS ...])
-#   KIND: forward | grad_value | grad_sample | grad_attention_weights
+#   KIND: forward | grad_value | grad_value_atomic (the GPU family's float
+#         atomic scatter, Options::deterministic = false) | grad_sample | grad_attention_weights
 #         | grad_sampling_locations | relayout (a value-shaped copy between
 #         layouts; takes DTYPE only)
 #   CHANNELS: the compile-time C_h, 0 for any.
@@ -122,8 +133,20 @@ set_property(GLOBAL PROPERTY MSDA_VARIANTS "")
 #          (Options::sample_order) and requires canonical strides on the
 #          (l, p) dimensions of sampling_locations, attention_weights and
 #          their gradients. Default 0: any.
+#   FAMILY: the build's CPU family (default: MSDA_CPU_FAMILY's targets) or
+#          opencl (MSDA_OPENCL_TARGET).
 function(msda_add_variant NAME)
-    cmake_parse_arguments(ARG "" "GENERATOR;KIND;CHANNELS;DTYPE;LOCATIONS;OP;LEVELS;POINTS" "PARAMS" ${ARGN})
+    cmake_parse_arguments(ARG "" "GENERATOR;KIND;CHANNELS;DTYPE;LOCATIONS;OP;LEVELS;POINTS;FAMILY" "PARAMS" ${ARGN})
+    if (NOT ARG_FAMILY)
+        set(ARG_FAMILY ${MSDA_CPU_FAMILY})
+    endif ()
+    if (ARG_FAMILY STREQUAL "opencl")
+        set(targets ${MSDA_OPENCL_TARGET})
+    elseif (ARG_FAMILY STREQUAL MSDA_CPU_FAMILY)
+        set(targets ${MSDA_CPU_TARGETS})
+    else ()
+        message(FATAL_ERROR "msda_add_variant(${NAME}): FAMILY ${ARG_FAMILY} is neither ${MSDA_CPU_FAMILY} nor opencl")
+    endif ()
     if (NOT ARG_LEVELS)
         set(ARG_LEVELS 0)
     endif ()
@@ -153,13 +176,13 @@ function(msda_add_variant NAME)
         FROM msda::halide_generators::msda_generators
         GENERATOR ${ARG_GENERATOR}
         FUNCTION_NAME ${NAME}
-        TARGETS ${MSDA_CPU_TARGETS}
+        TARGETS ${targets}
         FEATURES ${MSDA_HALIDE_FEATURES}
         USE_RUNTIME msda_halide_runtime
         PARAMS ${params}
         STMT ${NAME}_STMT)
     set_property(GLOBAL APPEND PROPERTY MSDA_VARIANTS
-                 "${NAME}|${MSDA_CPU_FAMILY}|${ARG_KIND}|${ARG_CHANNELS}|${ARG_DTYPE}|${ARG_LOCATIONS}|${ARG_OP}|${ARG_LEVELS}|${ARG_POINTS}")
+                 "${NAME}|${ARG_FAMILY}|${ARG_KIND}|${ARG_CHANNELS}|${ARG_DTYPE}|${ARG_LOCATIONS}|${ARG_OP}|${ARG_LEVELS}|${ARG_POINTS}")
 endfunction()
 
 # Writes msda_variants.h: one X-macro line per variant (its name, the target

@@ -71,6 +71,8 @@ public:
     // such a variant only for tensors that have them (Options::sample_order).
     GeneratorParam<int> levels{"levels", 0};
     GeneratorParam<int> points{"points", 0};
+    // grad_value by float atomics on the GPU family (schedules::Tunables).
+    GeneratorParam<bool> atomic{"atomic", false};
     // Storage types: value, attention_weights, output, grad_output and their
     // gradients share `storage`; sampling_locations and its gradient have
     // `locations` (float32, or the storage type). Arithmetic is float32
@@ -155,6 +157,7 @@ protected:
         t.vector_width = vector_width;
         t.levels = levels;
         t.points = points;
+        t.atomic = atomic;
         return t;
     }
 };

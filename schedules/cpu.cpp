@@ -418,3 +418,8 @@ void schedule_relayout(const Target &target, Func out, const Var &c, const Var &
 }
 
 }  // namespace msda::schedules::cpu
+
+namespace msda::schedules {
+const FamilySchedules kCpuSchedules = {&cpu::schedule_forward, &cpu::schedule_grad_value, &cpu::schedule_grad_sample,
+                                   &cpu::schedule_relayout};
+}  // namespace msda::schedules

@@ -6,9 +6,12 @@
 namespace msda::schedules {
 
 Family family(const Halide::Target &target) {
+    if (target.has_feature(Halide::Target::OpenCL) || target.has_feature(Halide::Target::CUDA)) {
+        return Family::gpu;
+    }
     if (target.has_gpu_feature()) {
         throw std::runtime_error("msda has no schedule for the GPU target " + target.to_string() +
-                                 " yet (its GPU schedule family does not exist)");
+                                 ": its GPU schedule family serves OpenCL and CUDA");
     }
     const bool x86_64 = target.arch == Halide::Target::X86 && target.bits == 64;
     const bool arm_64 = target.arch == Halide::Target::ARM && target.bits == 64;
@@ -19,29 +22,31 @@ Family family(const Halide::Target &target) {
     return Family::cpu;
 }
 
-void schedule_forward(const Halide::Target &target, ForwardPipeline &pipeline, const Tunables &tunables) {
+namespace {
+const FamilySchedules &schedules_of(const Halide::Target &target) {
     switch (family(target)) {
-    case Family::cpu: return cpu::schedule_forward(target, pipeline, tunables);
+    case Family::gpu: return kGpuSchedules;
+    case Family::cpu: break;
     }
+    return kCpuSchedules;
+}
+}  // namespace
+
+void schedule_forward(const Halide::Target &target, ForwardPipeline &pipeline, const Tunables &tunables) {
+    schedules_of(target).forward(target, pipeline, tunables);
 }
 
 void schedule_grad_value(const Halide::Target &target, GradValuePipeline &pipeline, const Tunables &tunables) {
-    switch (family(target)) {
-    case Family::cpu: return cpu::schedule_grad_value(target, pipeline, tunables);
-    }
+    schedules_of(target).grad_value(target, pipeline, tunables);
 }
 
 void schedule_grad_sample(const Halide::Target &target, GradSamplePipeline &pipeline, const Tunables &tunables) {
-    switch (family(target)) {
-    case Family::cpu: return cpu::schedule_grad_sample(target, pipeline, tunables);
-    }
+    schedules_of(target).grad_sample(target, pipeline, tunables);
 }
 
 void schedule_relayout(const Halide::Target &target, Halide::Func out, const Halide::Var &c, const Halide::Var &h,
                        const Halide::Var &row, const Halide::Var &b) {
-    switch (family(target)) {
-    case Family::cpu: return cpu::schedule_relayout(target, out, c, h, row, b);
-    }
+    schedules_of(target).relayout(target, out, c, h, row, b);
 }
 
 }  // namespace msda::schedules

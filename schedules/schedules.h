@@ -18,6 +18,11 @@ struct Tunables {
     // N_l * N_p samples as one vector; otherwise head by head, level by
     // level over runs of queries.
     int levels = 0, points = 0;
+    // The GPU family's grad_value: float atomic adds from a thread per
+    // (query, channel), in no fixed order (Options::deterministic = false);
+    // otherwise a thread per grad_value column, in a fixed order. The CPU
+    // family is always deterministic and ignores it.
+    bool atomic = false;
 };
 
 void schedule_forward(const Halide::Target &target, ForwardPipeline &pipeline,
@@ -32,18 +37,18 @@ void schedule_relayout(const Halide::Target &target, Halide::Func out, const Hal
                        const Halide::Var &h, const Halide::Var &row, const Halide::Var &b);
 
 // The schedule families; family() maps a target to one.
-enum class Family { cpu };
+enum class Family { cpu, gpu };
 Family family(const Halide::Target &target);
 
-namespace cpu {
-void schedule_forward(const Halide::Target &target, ForwardPipeline &pipeline,
-                      const Tunables &tunables);
-void schedule_grad_value(const Halide::Target &target, GradValuePipeline &pipeline,
-                         const Tunables &tunables);
-void schedule_grad_sample(const Halide::Target &target, GradSamplePipeline &pipeline,
-                          const Tunables &tunables);
-void schedule_relayout(const Halide::Target &target, Halide::Func out, const Halide::Var &c,
-                       const Halide::Var &h, const Halide::Var &row, const Halide::Var &b);
-}  // namespace cpu
+// One family's schedules: cpu.cpp (x86-64 and 64-bit ARM) and gpu.cpp
+// (OpenCL and CUDA: blocks and threads) define theirs.
+struct FamilySchedules {
+    void (*forward)(const Halide::Target &, ForwardPipeline &, const Tunables &);
+    void (*grad_value)(const Halide::Target &, GradValuePipeline &, const Tunables &);
+    void (*grad_sample)(const Halide::Target &, GradSamplePipeline &, const Tunables &);
+    void (*relayout)(const Halide::Target &, Halide::Func, const Halide::Var &, const Halide::Var &,
+                     const Halide::Var &, const Halide::Var &);
+};
+extern const FamilySchedules kCpuSchedules, kGpuSchedules;
 
 }  // namespace msda::schedules

@@ -65,6 +65,7 @@ inline constexpr std::array<Locations, 6> kLocationKinds = {Locations::inside,  
 // layout, 1: locations layout, 2: align_corners, 3: padding_mode).
 inline msda::Options options_for(int combination) {
     msda::Options options;
+    options.device = test_device();
     options.value_layout = (combination & 1) ? msda::ValueLayout::BNLC : msda::ValueLayout::BLNC;
     options.locations_layout =
         (combination & 2) ? msda::LocationsLayout::B2QHLP : msda::LocationsLayout::BQHLP2;

@@ -1,7 +1,8 @@
 // Linked into every test binary. When MSDA_EXPECT_X86_TARGET is set (the
 // emulated suite sets it to what each QEMU CPU model must get), the whole
 // run fails before its first test unless the library picked that target.
-// When MSDA_SKIP_ABOVE_THIS_CPU is set (the suites registered again under
+// When MSDA_TEST_DEVICE=opencl is set (the opencl label), a build or machine
+// without OpenCL skips the run, saying which. When MSDA_SKIP_ABOVE_THIS_CPU is set (the suites registered again under
 // each MSDA_X86_TARGET cap), a cap this CPU cannot run skips the run, with
 // what the CPU lacks as the reason.
 #include <gtest/gtest.h>
@@ -20,6 +21,15 @@ public:
         const msda::CpuDispatch dispatch = msda::cpu_dispatch();
         if (std::getenv("MSDA_SKIP_ABOVE_THIS_CPU") != nullptr && !dispatch.error.empty()) {
             GTEST_SKIP() << dispatch.error;
+        }
+        // The opencl label's runs: skipped, with the reason, where this build
+        // or this machine has no OpenCL.
+        if (const char *device = std::getenv("MSDA_TEST_DEVICE"); device != nullptr && std::string(device) == "opencl") {
+            bool built = false;
+            for (const msda::CompiledVariant &variant : msda::compiled_variants()) built |= variant.family == "opencl";
+            if (!built) GTEST_SKIP() << "this build has no OpenCL code (MSDA_OPENCL=OFF)";
+            const msda::OpenClReport opencl = msda::opencl_devices();
+            if (opencl.devices.empty()) GTEST_SKIP() << "no OpenCL device: " << opencl.error;
         }
         const char *expected = std::getenv("MSDA_EXPECT_X86_TARGET");
         if (expected == nullptr) return;

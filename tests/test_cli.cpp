@@ -385,6 +385,42 @@ TEST_P(CliLayouts, BackwardMatchesTheReferenceWithGradientsInTheInputsLayouts) {
 INSTANTIATE_TEST_SUITE_P(EveryLayout, CliLayouts, ::testing::ValuesIn(every_layout_combination()),
                          [](const ::testing::TestParamInfo<Layouts> &parameter) { return layout_name(parameter.param); });
 
+// --target opencl: the same round trips on the OpenCL device (PoCL in CI);
+// half storage is refused there. SKIPPED where there is no OpenCL.
+TEST_F(Cli, TargetOpenClMatchesTheReference) {
+    const msda::OpenClReport opencl = msda::opencl_devices();
+    if (opencl.devices.empty()) GTEST_SKIP() << "no OpenCL device: " << opencl.error;
+    bool built = false;
+    for (const msda::CompiledVariant &variant : msda::compiled_variants()) built |= variant.family == "opencl";
+    if (!built) GTEST_SKIP() << "this build has no OpenCL code (MSDA_OPENCL=OFF)";
+    const SmallProblem problem = make_problem(77);
+    const Layouts l{msda::ValueLayout::BNLC, msda::LocationsLayout::B2QHLP, true, msda::PaddingMode::border};
+    msda::reference::Problem reference = problem.reference;
+    reference.align_corners = l.align_corners;
+    reference.border = true;
+    std::vector<std::string> inputs = write_inputs(problem, l);
+    inputs.insert(inputs.end(), {"--target", "opencl"});
+
+    const RunResult forward = run(forward_command(inputs));
+    ASSERT_EQ(forward.exit_code, 0) << forward.errors;
+    EXPECT_LE(max_relative_error(read_result(path("output.npy"), problem.output_shape()),
+                                 msda::reference::forward(reference)),
+              kFloat32Tolerance);
+    const RunResult backward =
+        run(backward_command(inputs, {"grad-value", "grad-sampling-locations", "grad-attention-weights"}));
+    ASSERT_EQ(backward.exit_code, 0) << backward.errors;
+    const msda::reference::Gradients expected = msda::reference::backward(reference, problem.grad_output);
+    const msda::reference::Gradients written = read_gradients(problem, l);
+    EXPECT_LE(max_relative_error(written.value, expected.value), kFloat32Tolerance);
+    EXPECT_LE(max_relative_error(written.sampling_locations, expected.sampling_locations), kFloat32Tolerance);
+    EXPECT_LE(max_relative_error(written.attention_weights, expected.attention_weights), kFloat32Tolerance);
+
+    inputs.insert(inputs.end(), {"--dtype", "f16"});
+    const RunResult half = run(forward_command(inputs));
+    EXPECT_EQ(half.exit_code, kExitBadInput);
+    EXPECT_NE(half.errors.find("the OpenCL code computes float32 storage"), std::string::npos) << half.errors;
+}
+
 TEST_F(Cli, Float64InputsAndInt32IndicesAreAccepted) {
     expect_forward_matches(make_problem(101), {}, {npy::DType::float64, npy::DType::int32});
     expect_forward_matches(make_problem(102), {msda::ValueLayout::BNLC, msda::LocationsLayout::B2QHLP},

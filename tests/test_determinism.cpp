@@ -41,6 +41,7 @@ ProblemSpec colliding_problem(std::int64_t channels, bool border, std::uint64_t 
     spec.options.value_layout = border ? msda::ValueLayout::BNLC : msda::ValueLayout::BLNC;
     spec.locations = Locations::outside;
     spec.seed = seed;
+    spec.options.device = msda::testing::test_device();
     return spec;
 }
 

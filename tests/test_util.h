@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -314,6 +315,13 @@ inline float location_for_pixel(double target, std::int64_t size, bool align_cor
 
 // ----------------------------------------------------------------------------
 // One problem: its sizes, options and float32 inputs in canonical layout.
+
+// The device the suite's calls run on: MSDA_TEST_DEVICE=opencl (the opencl
+// label, tests/opencl.cmake) runs the same cases on Device::opencl.
+inline msda::Device test_device() {
+    const char *device = std::getenv("MSDA_TEST_DEVICE");
+    return device != nullptr && std::string(device) == "opencl" ? msda::Device::opencl : msda::Device::cpu;
+}
 
 struct ProblemSpec {
     std::string name;

@@ -1,5 +1,6 @@
 // The registry of generated functions (msda::compiled_variants, msda info
-// --variants): every entry belongs to this library's target family, names
+// --variants): every entry belongs to this library's CPU family or to
+// OpenCL, names
 // are unique, and every operator, storage and locations dtype the SPEC
 // promises has its generic code (any C_h, any N_l and N_p) for the forward,
 // grad_value and the per-sample gradients, and a relayout per storage size.
@@ -27,7 +28,8 @@ TEST(Variants, BelongToTheLibrarysFamily) {
     ASSERT_FALSE(variants.empty());
     std::set<std::string> names;
     for (const msda::CompiledVariant &variant : variants) {
-        EXPECT_EQ(variant.family, dispatch.family) << variant.name;
+        // The CPU family's, or OpenCL's (whose host code is that CPU's).
+        EXPECT_TRUE(variant.family == dispatch.family || variant.family == "opencl") << variant.name;
         EXPECT_TRUE(names.insert(variant.name).second) << variant.name << " is listed twice";
         // A by-query variant fixes all three sizes, the others at most C_h.
         EXPECT_EQ(variant.levels == 0, variant.points == 0) << variant.name;
@@ -36,9 +38,9 @@ TEST(Variants, BelongToTheLibrarysFamily) {
 }
 
 bool has_generic(const std::vector<msda::CompiledVariant> &variants, const std::string &kind, msda::Operator op,
-                 msda::DType dtype, msda::DType locations) {
+                 msda::DType dtype, msda::DType locations, const std::string &family = msda::cpu_dispatch().family) {
     for (const msda::CompiledVariant &variant : variants) {
-        if (variant.kind == kind && variant.op == op && variant.dtype == dtype &&
+        if (variant.family == family && variant.kind == kind && variant.op == op && variant.dtype == dtype &&
             variant.locations_dtype == locations && variant.channels == 0 && variant.points == 0) {
             return true;
         }
@@ -66,6 +68,22 @@ TEST(Variants, EveryPromisedCallHasGenericCode) {
     }
     for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
         EXPECT_TRUE(has_generic(variants, "relayout", msda::Operator::msda, dtype, dtype)) << msda::dtype_name(dtype);
+    }
+}
+
+// Where OpenCL code was built (MSDA_OPENCL), it serves every float32 call.
+TEST(Variants, OpenClServesEveryFloat32Call) {
+    const std::vector<msda::CompiledVariant> variants = msda::compiled_variants();
+    bool any = false;
+    for (const msda::CompiledVariant &variant : variants) any = any || variant.family == "opencl";
+    if (!any) GTEST_SKIP() << "this build has no OpenCL code (MSDA_OPENCL=OFF)";
+    using msda::DType;
+    for (const char *kind :
+         {"forward", "grad_value", "grad_sample", "grad_attention_weights", "grad_sampling_locations"}) {
+        EXPECT_TRUE(has_generic(variants, kind, msda::Operator::msda, DType::f32, DType::f32, "opencl")) << kind;
+    }
+    for (const char *kind : {"forward", "grad_value", "grad_attention_weights"}) {
+        EXPECT_TRUE(has_generic(variants, kind, msda::Operator::gka, DType::f32, DType::f32, "opencl")) << kind;
     }
 }
 

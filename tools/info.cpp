@@ -70,6 +70,17 @@ bool run_info(const InfoCommand &command) {
         std::printf("runs: nothing, every call fails: %s\n", dispatch.error.c_str());
     }
     std::printf("threads: %d (%s)\n", msda::num_threads(), thread_source().c_str());
+    const msda::OpenClReport opencl = msda::opencl_devices();
+    if (opencl.devices.empty()) {
+        std::printf("opencl: none (%s)\n", opencl.error.c_str());
+    } else {
+        std::printf("opencl devices (--target opencl runs the first unless HL_OCL_PLATFORM_NAME or "
+                    "HL_OCL_DEVICE_TYPE choose another):\n");
+        for (const msda::OpenClDevice &device : opencl.devices) {
+            std::printf("  %s: %s, %s (%s; %s)\n", device.platform.c_str(), device.name.c_str(), device.type.c_str(),
+                        device.version.c_str(), device.fp16 ? "cl_khr_fp16" : "no cl_khr_fp16");
+        }
+    }
     return dispatch.error.empty();
 }
 

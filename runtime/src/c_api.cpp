@@ -120,6 +120,8 @@ msda::Options to_options(const msda_options &options) {
     result.relayout = to_enum<msda::Relayout>(options.relayout, MSDA_RELAYOUT_NEVER, "relayout");
     result.sample_order =
         to_enum<msda::SampleOrder>(options.sample_order, MSDA_SAMPLE_ORDER_BY_QUERY, "sample_order");
+    result.device = to_enum<msda::Device>(options.device, MSDA_DEVICE_OPENCL, "device");
+    result.deterministic = options.atomic_grad_value == 0;
     return result;
 }
 
@@ -183,6 +185,8 @@ msda_options msda_default_options(void) {
     options.grad_sampling_locations = defaults.grad_sampling_locations ? 1 : 0;
     options.relayout = static_cast<msda_relayout>(defaults.relayout);
     options.sample_order = static_cast<msda_sample_order>(defaults.sample_order);
+    options.device = static_cast<msda_device>(defaults.device);
+    options.atomic_grad_value = defaults.deterministic ? 0 : 1;
     options.grad_attention_weights = defaults.grad_attention_weights ? 1 : 0;
     return options;
 }

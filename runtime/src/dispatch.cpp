@@ -29,15 +29,16 @@ constexpr Variant kVariants[] = {
 #undef MSDA_VARIANT
 };
 
-// A library holds the code of the family it runs on, and nothing else.
+// A library holds the code of the CPU family it runs on, and OpenCL code
+// (whose host side is that CPU's), nothing else.
 constexpr bool all_of_library_family() {
     for (const Variant &variant : kVariants) {
-        if (variant.family != kLibraryFamily) return false;
+        if (variant.family != kLibraryFamily && variant.family != TargetFamily::opencl) return false;
     }
     return true;
 }
 static_assert(all_of_library_family(),
-              "msda_variants.h lists a variant of another target family than this library's");
+              "msda_variants.h lists a variant of another CPU family than this library's");
 
 }  // namespace
 
@@ -48,6 +49,7 @@ const char *family_name(TargetFamily family) {
     switch (family) {
     case TargetFamily::x86: return "x86";
     case TargetFamily::arm: return "arm";
+    case TargetFamily::opencl: return "opencl";
     }
     return "unknown";
 }
@@ -56,6 +58,7 @@ const char *kind_id(Kind kind) {
     switch (kind) {
     case Kind::forward: return "forward";
     case Kind::grad_value: return "grad_value";
+    case Kind::grad_value_atomic: return "grad_value_atomic";
     case Kind::grad_sample: return "grad_sample";
     case Kind::grad_attention_weights: return "grad_attention_weights";
     case Kind::grad_sampling_locations: return "grad_sampling_locations";
@@ -219,12 +222,74 @@ Function function_of(const Variant &variant, std::size_t outputs) {
     return *function;
 }
 
-template <typename... Outputs>
-void call(const Variant &variant, CommonInputs &in, Outputs *...outputs) {
-    const auto function = function_of<PipelineFunction<sizeof...(Outputs)>>(variant, sizeof...(Outputs));
-    invoke(variant, function, in.value.get(), in.spatial_shapes.get(), in.level_start_index.get(),
-           in.locations_x.get(), in.locations_y.get(), in.weights.get(), in.align_corners, in.border, in.nearest,
-           outputs...);
+// A GPU-family call on host tensors. Every input is marked as changed on
+// the host, so the generated code copies it to the device; once the call
+// has succeeded its results are copied back into the caller's memory (their
+// elements only), and whatever it allocated on the device is freed, whether
+// it succeeded or not. buffers[0, inputs) are read, the rest written.
+class DeviceCall {
+public:
+    DeviceCall(const Variant &variant, std::vector<halide_buffer_t *> buffers, std::size_t inputs)
+        : variant_(variant), buffers_(std::move(buffers)), inputs_(inputs) {
+        for (std::size_t i = 0; i < buffers_.size(); ++i) {
+            if (i < inputs_) {
+                buffers_[i]->flags |= halide_buffer_flag_host_dirty;
+            } else {
+                buffers_[i]->flags &= ~static_cast<std::uint64_t>(halide_buffer_flag_host_dirty);
+            }
+        }
+    }
+    DeviceCall(const DeviceCall &) = delete;
+    DeviceCall &operator=(const DeviceCall &) = delete;
+    ~DeviceCall() { free_device_memory(); }
+
+    // After the call succeeded: its results in the caller's memory.
+    void copy_results_back() {
+        CallContext context;
+        for (std::size_t i = inputs_; i < buffers_.size(); ++i) {
+            const int result = halide_copy_to_host(&context, buffers_[i]);
+            if (result != 0) {
+                free_device_memory();
+                throw Error(std::string("msda: copying the results of ") + kind_name(variant_.kind) + " back from " +
+                            family_name(variant_.family) + " failed (Halide error " + std::to_string(result) +
+                            "): " + (context.message.empty() ? "no message" : context.message));
+            }
+        }
+    }
+
+private:
+    void free_device_memory() {
+        CallContext context;
+        for (halide_buffer_t *buffer : buffers_) {
+            if (buffer->device != 0) halide_device_free(&context, buffer);
+        }
+    }
+    const Variant &variant_;
+    std::vector<halide_buffer_t *> buffers_;
+    std::size_t inputs_;
+};
+
+template <typename... Extras>
+void call(const Variant &variant, CommonInputs &in, Extras *...extras) {
+    const auto function = function_of<PipelineFunction<sizeof...(Extras)>>(variant, sizeof...(Extras));
+    auto run = [&] {
+        invoke(variant, function, in.value.get(), in.spatial_shapes.get(), in.level_start_index.get(),
+               in.locations_x.get(), in.locations_y.get(), in.weights.get(), in.align_corners, in.border,
+               in.nearest, extras...);
+    };
+    if (variant.family != TargetFamily::opencl) {
+        run();
+        return;
+    }
+    // After the six common inputs: a backward's grad_output (read), then its
+    // results; a forward's output.
+    const std::size_t inputs = variant.kind == Kind::forward ? 6 : 7;
+    DeviceCall device(variant,
+                      {in.value.get(), in.spatial_shapes.get(), in.level_start_index.get(), in.locations_x.get(),
+                       in.locations_y.get(), in.weights.get(), extras...},
+                      inputs);
+    run();
+    device.copy_results_back();
 }
 
 // The copy between a value-shaped tensor's layouts (msda_relayout).
@@ -301,15 +366,27 @@ bool split_wide_batches(const Args &args, const CheckedCall &call,
 
 }  // namespace
 
-const Variant &select_variant(Kind kind, const ProblemSize &size, Operator op) {
+const Variant &select_variant(Kind kind, const ProblemSize &size, Operator op, TargetFamily family) {
     const Variant *generic = nullptr;
+    bool family_built = false;
     for (const Variant &variant : kVariants) {
-        if (variant.kind != kind || variant.op != op || variant.dtype != size.dtype ||
+        family_built = family_built || variant.family == family;
+        if (variant.family != family || variant.kind != kind || variant.op != op || variant.dtype != size.dtype ||
             variant.locations_dtype != size.locations_dtype || variant.points != 0) {
             continue;
         }
         if (variant.channels == size.channels) return variant;
         if (variant.channels == 0) generic = &variant;
+    }
+    if (generic == nullptr && !family_built && family == TargetFamily::opencl) {
+        throw Error("msda: Options::device asks for OpenCL, and this build has no OpenCL code (it was configured "
+                    "with MSDA_OPENCL=OFF)");
+    }
+    if (generic == nullptr && family == TargetFamily::opencl) {
+        throw Error(std::string("msda: the OpenCL code computes float32 storage and float32 locations only; this "
+                                "call has ") +
+                    dtype_name(size.dtype) + " storage and " + dtype_name(size.locations_dtype) +
+                    " locations (use Device::cpu for half precision)");
     }
     if (generic == nullptr) {
         throw Error(std::string("msda: this build has no generated code for ") +
@@ -325,8 +402,8 @@ namespace {
 // N_p all matching), or null.
 const Variant *by_query_variant(Kind kind, const ProblemSize &size, Operator op) {
     for (const Variant &variant : kVariants) {
-        if (variant.kind == kind && variant.op == op && variant.dtype == size.dtype &&
-            variant.locations_dtype == size.locations_dtype && variant.points != 0 &&
+        if (variant.family == kLibraryFamily && variant.kind == kind && variant.op == op &&
+            variant.dtype == size.dtype && variant.locations_dtype == size.locations_dtype && variant.points != 0 &&
             variant.channels == size.channels && variant.levels == size.levels && variant.points == size.points) {
             return &variant;
         }
@@ -344,19 +421,23 @@ Kernels select_kernels(const ProblemSize &size, const Options &options) {
     const Operator op = options.op;
     // GKA has no location gradient (validation requires its view absent).
     const bool locations = options.grad_sampling_locations && op == Operator::msda;
-    kernels.forward = &select_variant(Kind::forward, size, op);
-    kernels.forward_by_query = by_query_variant(Kind::forward, size, op);
+    const TargetFamily family = options.device == Device::opencl ? TargetFamily::opencl : kLibraryFamily;
+    const bool cpu = family == kLibraryFamily;  // only the CPU family walks by query
+    kernels.forward = &select_variant(Kind::forward, size, op, family);
+    if (cpu) kernels.forward_by_query = by_query_variant(Kind::forward, size, op);
     if (options.grad_value) {
-        kernels.grad_value = &select_variant(Kind::grad_value, size, op);
-        kernels.grad_value_by_query = by_query_variant(Kind::grad_value, size, op);
+        // The float-atomic scatter only where it was asked for and exists.
+        const bool atomic = !options.deterministic && family == TargetFamily::opencl;
+        kernels.grad_value = &select_variant(atomic ? Kind::grad_value_atomic : Kind::grad_value, size, op, family);
+        if (cpu) kernels.grad_value_by_query = by_query_variant(Kind::grad_value, size, op);
     }
     if (options.grad_attention_weights && locations) {
-        kernels.grad_sample = &select_variant(Kind::grad_sample, size, op);
-        kernels.grad_sample_by_query = by_query_variant(Kind::grad_sample, size, op);
+        kernels.grad_sample = &select_variant(Kind::grad_sample, size, op, family);
+        if (cpu) kernels.grad_sample_by_query = by_query_variant(Kind::grad_sample, size, op);
     } else if (options.grad_attention_weights) {
-        kernels.grad_sample = &select_variant(Kind::grad_attention_weights, size, op);
+        kernels.grad_sample = &select_variant(Kind::grad_attention_weights, size, op, family);
     } else if (locations) {
-        kernels.grad_sample = &select_variant(Kind::grad_sampling_locations, size, op);
+        kernels.grad_sample = &select_variant(Kind::grad_sampling_locations, size, op, family);
     }
     return kernels;
 }
@@ -365,8 +446,9 @@ namespace {
 
 // Whether a plan stages value head-major (see Options::relayout).
 bool stages_value(const ProblemSize &size, const Options &options) {
-    if (options.relayout == Relayout::never || options.value_layout != ValueLayout::BLNC || size.heads < 2) {
-        return false;
+    if (options.relayout == Relayout::never || options.value_layout != ValueLayout::BLNC || size.heads < 2 ||
+        options.device != Device::cpu) {
+        return false;  // the GPU family reads value as given
     }
     if (options.relayout == Relayout::always) return true;
     const std::int64_t bytes = size.batch * size.value_length * size.heads * size.channels *

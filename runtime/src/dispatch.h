@@ -13,7 +13,15 @@ struct halide_buffer_t;
 
 namespace msda::detail {
 
-enum class Kind { forward, grad_value, grad_sample, grad_attention_weights, grad_sampling_locations, relayout };
+enum class Kind {
+    forward,
+    grad_value,
+    grad_value_atomic,  // the GPU family's float-atomic scatter (Options::deterministic = false)
+    grad_sample,
+    grad_attention_weights,
+    grad_sampling_locations,
+    relayout
+};
 
 // The types of the generated functions, as their headers declare them
 // (msda_variants.h includes every one): MSDA's and GKA's take the same inputs
@@ -38,7 +46,7 @@ using GeneratedFunction = std::variant<PipelineFunction<1>, PipelineFunction<2>,
 
 // The target families msda's libraries are compiled for; a library holds
 // the variants of one (msda_variants.h names each entry's).
-enum class TargetFamily { x86, arm };
+enum class TargetFamily { x86, arm, opencl };
 #if defined(__x86_64__)
 constexpr TargetFamily kLibraryFamily = TargetFamily::x86;
 #elif defined(__aarch64__)
@@ -69,7 +77,10 @@ const char *kind_id(Kind kind);    // its name in msda_variants.h
 
 // The variant for this kind, storage dtypes and channel count: a
 // compile-time C_h when one was built for it, else the generic one.
-const Variant &select_variant(Kind kind, const ProblemSize &size, Operator op);
+// family: the library's CPU family, or the GPU family a call's
+// Options::device asks for.
+const Variant &select_variant(Kind kind, const ProblemSize &size, Operator op,
+                              TargetFamily family = kLibraryFamily);
 
 // The generated functions a plan runs.
 struct Kernels {

@@ -229,6 +229,8 @@ void check_options(const Options &options) {
     if (sample_order < 0 || sample_order > 2) {
         fail("options", "sample_order must be automatic, by_level or by_query");
     }
+    const int device = static_cast<int>(options.device);
+    if (device < 0 || device > 1) fail("options", "device must be cpu or opencl");
 }
 
 // value, spatial_shapes, level_start_index, attention_weights and

@@ -56,6 +56,8 @@ typedef enum msda_sample_order {
     MSDA_SAMPLE_ORDER_BY_QUERY = 2
 } msda_sample_order;
 
+typedef enum msda_device { MSDA_DEVICE_CPU = 0, MSDA_DEVICE_OPENCL = 1 } msda_device;
+
 typedef struct msda_options {
     msda_operator op;
     msda_rounding rounding; /* GKA only */
@@ -68,6 +70,8 @@ typedef struct msda_options {
     int grad_attention_weights;
     msda_relayout relayout;
     msda_sample_order sample_order;
+    msda_device device; /* where the call computes (msda::Device) */
+    int atomic_grad_value; /* non-zero: OpenCL sums grad_value by float atomics (msda::Options::deterministic = false) */
 } msda_options;
 
 typedef struct msda_forward_args {

@@ -79,6 +79,17 @@ enum class Relayout : int { automatic = 0, always = 1, never = 2 };
 // the last bits (multiply-adds contracted differently).
 enum class SampleOrder : int { automatic = 0, by_level = 1, by_query = 2 };
 
+// Where a call computes. cpu: this library's CPU code. opencl: its OpenCL
+// code (the GPU schedule family) on Halide's OpenCL device (the first one of
+// the first platform; HL_OCL_PLATFORM_NAME and HL_OCL_DEVICE_TYPE choose
+// another): the call's tensors are host memory, copied to the device as it
+// starts and its results copied back before it returns, so they are in the
+// output tensors when it returns; the device memory is freed then. float32
+// storage only; samples are walked by level and value is never staged
+// (relayout and sample_order do not apply); every result has the same bits
+// from run to run.
+enum class Device : int { cpu = 0, opencl = 1 };
+
 struct Options {
     Operator op = Operator::msda;
     Rounding rounding = Rounding::floor;  // GKA only
@@ -95,6 +106,12 @@ struct Options {
     bool grad_attention_weights = true;
     Relayout relayout = Relayout::automatic;
     SampleOrder sample_order = SampleOrder::automatic;
+    Device device = Device::cpu;
+    // false: on OpenCL, grad_value is summed with float atomic adds, in an
+    // order that changes from run to run (results within the SPEC's
+    // tolerance, not bitwise reproducible). The CPU code is deterministic
+    // whatever this says.
+    bool deterministic = true;
 };
 
 // The tensors of one forward call. Shapes are those of the chosen layouts;
@@ -238,6 +255,23 @@ struct CpuDispatch {
     std::string caches;
 };
 CpuDispatch cpu_dispatch();
+
+// The OpenCL devices this machine has (msda info lists them), read through
+// the ICD loader (libOpenCL.so.1) as Halide's OpenCL runtime reads them;
+// Device::opencl runs on the first of the first platform unless
+// HL_OCL_PLATFORM_NAME / HL_OCL_DEVICE_TYPE choose another. error says why
+// there are none.
+struct OpenClDevice {
+    std::string platform, platform_version;
+    std::string name, version;
+    std::string type;   // CPU, GPU, accelerator or other
+    bool fp16 = false;  // cl_khr_fp16
+};
+struct OpenClReport {
+    std::vector<OpenClDevice> devices;
+    std::string error;
+};
+OpenClReport opencl_devices();
 
 // One generated function of this library (msda info --variants lists them):
 // each is compiled for every target of the library's family (cpu_dispatch's

@@ -1,0 +1,155 @@
+// What the OpenCL target adds to the suites it shares with the CPU (the
+// opencl label runs those with MSDA_TEST_DEVICE=opencl): a backward with
+// hundreds of contributions per grad_value row gives the same bits run after
+// run; the float-atomic backward matches the reference; half precision and an unknown device are refused with clear errors
+// and nothing is written; without an OpenCL platform a call fails with a
+// message that says so (test opencl_without_platform_is_an_error).
+#include <gtest/gtest.h>
+
+#include <msda/msda.hpp>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core_grid.h"
+#include "test_util.h"
+
+namespace {
+
+using msda::testing::LibraryTensors;
+using msda::testing::Locations;
+using msda::testing::ProblemData;
+using msda::testing::ProblemSpec;
+
+ProblemSpec colliding(msda::DType dtype = msda::DType::f32) {
+    ProblemSpec spec;
+    spec.name = "colliding_opencl";
+    spec.dtype = dtype;
+    spec.batch = 2;
+    spec.queries = 300;
+    spec.heads = 4;
+    spec.channels = 19;
+    spec.points = 4;
+    spec.levels = {{2, 2}, {1, 3}, {3, 1}};  // 10 value rows per (batch, head)
+    spec.locations = Locations::outside;
+    spec.options.device = msda::Device::opencl;
+    return spec;
+}
+
+bool opencl_here(std::string &why) {
+    bool built = false;
+    for (const msda::CompiledVariant &variant : msda::compiled_variants()) built |= variant.family == "opencl";
+    if (!built) {
+        why = "this build has no OpenCL code (MSDA_OPENCL=OFF)";
+        return false;
+    }
+    const msda::OpenClReport report = msda::opencl_devices();
+    why = report.error;
+    return !report.devices.empty();
+}
+
+#define MSDA_REQUIRE_OPENCL()                                 \
+    do {                                                      \
+        std::string why;                                      \
+        if (!opencl_here(why)) GTEST_SKIP() << "no OpenCL: " << why; \
+    } while (0)
+
+TEST(OpenCl, BackwardIsBitwiseReproducible) {
+    MSDA_REQUIRE_OPENCL();
+    const ProblemData data(colliding());
+    std::vector<std::uint8_t> first_value, first_weights, first_locations, first_output;
+    for (int run = 0; run < 4; ++run) {
+        LibraryTensors tensors(data);
+        ASSERT_NO_THROW(msda::forward(tensors.forward_args(), data.spec.options));
+        ASSERT_NO_THROW(msda::backward(tensors.backward_args(), data.spec.options));
+        if (run == 0) {
+            first_output = tensors.output.bytes();
+            first_value = tensors.grad_value.bytes();
+            first_weights = tensors.grad_attention_weights.bytes();
+            first_locations = tensors.grad_sampling_locations.bytes();
+            ASSERT_NE(LibraryTensors(data).grad_value.bytes(), first_value);  // it wrote
+            continue;
+        }
+        SCOPED_TRACE("run " + std::to_string(run));
+        EXPECT_EQ(tensors.output.bytes(), first_output);
+        EXPECT_EQ(tensors.grad_value.bytes(), first_value);
+        EXPECT_EQ(tensors.grad_attention_weights.bytes(), first_weights);
+        EXPECT_EQ(tensors.grad_sampling_locations.bytes(), first_locations);
+    }
+}
+
+// Options::deterministic = false: grad_value by float atomics, within the
+// SPEC's tolerance of the reference (its bits may change between runs).
+TEST(OpenCl, AtomicBackwardMatchesTheReference) {
+    MSDA_REQUIRE_OPENCL();
+    for (const bool border : {false, true}) {
+        ProblemSpec spec = colliding();
+        spec.options.deterministic = false;
+        spec.options.padding_mode = border ? msda::PaddingMode::border : msda::PaddingMode::zeros;
+        spec.options.value_layout = border ? msda::ValueLayout::BNLC : msda::ValueLayout::BLNC;
+        const ProblemData data(spec);
+        SCOPED_TRACE(data.spec.describe());
+        LibraryTensors tensors(data);
+        ASSERT_NO_THROW(msda::forward(tensors.forward_args(), data.spec.options));
+        ASSERT_NO_THROW(msda::backward(tensors.backward_args(), data.spec.options));
+        msda::testing::expect_matches_reference(data, msda::testing::canonical_results(tensors));
+    }
+}
+
+TEST(OpenCl, HalfPrecisionIsRefusedAndNothingIsWritten) {
+    MSDA_REQUIRE_OPENCL();
+    for (const msda::DType dtype : {msda::DType::f16, msda::DType::bf16}) {
+        const ProblemData data(colliding(dtype));
+        LibraryTensors tensors(data);
+        const std::vector<std::uint8_t> before = tensors.output.bytes();
+        try {
+            msda::forward(tensors.forward_args(), data.spec.options);
+            ADD_FAILURE() << msda::dtype_name(dtype) << " accepted";
+        } catch (const msda::Error &error) {
+            EXPECT_NE(std::string(error.what()).find("the OpenCL code computes float32 storage"), std::string::npos)
+                << error.what();
+        }
+        EXPECT_EQ(tensors.output.bytes(), before);
+    }
+}
+
+TEST(OpenCl, AnUnknownDeviceIsRefused) {
+    const ProblemData data(colliding());
+    LibraryTensors tensors(data);
+    msda::Options options = data.spec.options;
+    options.device = static_cast<msda::Device>(7);
+    try {
+        msda::forward(tensors.forward_args(), options);
+        ADD_FAILURE() << "device 7 accepted";
+    } catch (const msda::Error &error) {
+        EXPECT_NE(std::string(error.what()).find("device must be cpu or opencl"), std::string::npos) << error.what();
+    }
+}
+
+// Run with OCL_ICD_VENDORS pointing nowhere (tests/opencl.cmake): the ICD
+// loader finds no platform, msda_opencl_devices says so, and a call fails
+// with Halide's OpenCL error instead of crashing or writing output.
+TEST(OpenClMissing, ACallFailsClearly) {
+    if (std::getenv("MSDA_EXPECT_NO_OPENCL") == nullptr) GTEST_SKIP() << "run by opencl_without_platform_is_an_error";
+    const msda::OpenClReport report = msda::opencl_devices();
+    EXPECT_TRUE(report.devices.empty());
+    EXPECT_FALSE(report.error.empty());
+    bool built = false;
+    for (const msda::CompiledVariant &variant : msda::compiled_variants()) built |= variant.family == "opencl";
+    if (!built) GTEST_SKIP() << "this build has no OpenCL code (MSDA_OPENCL=OFF)";
+    const ProblemData data(colliding());
+    LibraryTensors tensors(data);
+    const std::vector<std::uint8_t> before = tensors.output.bytes();
+    try {
+        msda::forward(tensors.forward_args(), data.spec.options);
+        ADD_FAILURE() << "a forward ran on OpenCL without a platform";
+    } catch (const msda::Error &error) {
+        EXPECT_NE(std::string(error.what()).find("msda: generated code for forward failed"), std::string::npos)
+            << error.what();
+        EXPECT_NE(std::string(error.what()).find("CL"), std::string::npos) << error.what();
+    }
+    EXPECT_EQ(tensors.output.bytes(), before);
+}
+
+}  // namespace
