@@ -60,9 +60,10 @@ Target best_target(const CpuWords &words) {
 
 std::string describe_cpu(const CpuWords &words) {
     if (!words.read) return "not a 64-bit ARM Linux CPU (no AT_HWCAP)";
-    std::string names;
-    for (const Capability &capability : kBase) names += has(words, capability) ? std::string(" ") + capability.name : "";
-    for (const Capability &capability : kHalf) names += has(words, capability) ? std::string(" ") + capability.name : "";
+    std::string names;  // those of the capabilities msda checks that the CPU has
+    for_each_required(Target::arm_fp16, [&](const Capability &capability) {
+        if (has(words, capability)) names += std::string(" ") + capability.name;
+    });
     char text[64];
     std::snprintf(text, sizeof text, "aarch64, hwcap 0x%" PRIx64, words.hwcap);
     return text + (names.empty() ? std::string() : " (" + names.substr(1) + ")");

@@ -57,19 +57,18 @@ CpuCaches read_cpu_caches(const std::string &directory) {
         if (*level == "1" && (*type == "Data" || *type == "Unified")) caches.l1_data = *size;
         if (*level == "2" && (*type == "Unified" || *type == "Data")) caches.l2 = *size;
     }
-    std::string missing;
-    if (caches.l1_data == 0) {
-        caches.l1_data = kDefaultL1Data;
-        missing = "L1d";
-    }
-    if (caches.l2 == 0) {
-        caches.l2 = kDefaultL2;
-        missing += missing.empty() ? "L2" : " and L2";
-    }
-    caches.source = missing.empty() ? directory
-                                    : missing + " not described under " + directory + ": msda's default " +
-                                          (missing == "L2" ? "" : "48 KiB L1d") +
-                                          (missing == "L1d" ? "" : missing == "L2" ? "2 MiB L2" : ", 2 MiB L2");
+    // Each size sysfs did not give takes its default, and the source says so.
+    std::string missing, defaults;
+    auto fall_back = [&](std::int64_t &size, std::int64_t fallback, const char *name, const char *text) {
+        if (size != 0) return;
+        size = fallback;
+        missing += (missing.empty() ? "" : " and ") + std::string(name);
+        defaults += (defaults.empty() ? "" : ", ") + std::string(text);
+    };
+    fall_back(caches.l1_data, kDefaultL1Data, "L1d", "48 KiB L1d");
+    fall_back(caches.l2, kDefaultL2, "L2", "2 MiB L2");
+    caches.source =
+        missing.empty() ? directory : missing + " not described under " + directory + ": msda's default " + defaults;
     return caches;
 }
 

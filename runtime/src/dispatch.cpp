@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <iterator>
 #include <limits>
 #include <mutex>
 #include <string>
@@ -40,20 +39,7 @@ constexpr bool all_of_library_family() {
 static_assert(all_of_library_family(),
               "msda_variants.h lists a variant of another CPU family than this library's");
 
-}  // namespace
-
-const Variant *variants_begin() { return std::begin(kVariants); }
-const Variant *variants_end() { return std::end(kVariants); }
-
-const char *family_name(TargetFamily family) {
-    switch (family) {
-    case TargetFamily::x86: return "x86";
-    case TargetFamily::arm: return "arm";
-    case TargetFamily::opencl: return "opencl";
-    }
-    return "unknown";
-}
-
+// A kind's name in msda_variants.h (and msda::compiled_variants).
 const char *kind_id(Kind kind) {
     switch (kind) {
     case Kind::forward: return "forward";
@@ -67,11 +53,10 @@ const char *kind_id(Kind kind) {
     return "unknown";
 }
 
+// What a kind computes, for messages.
 const char *kind_name(Kind kind) {
     return kind == Kind::grad_sample ? "grad_attention_weights and grad_sampling_locations" : kind_id(kind);
 }
-
-namespace {
 
 // The generated code reports failures through halide_error with the
 // user_context it was called with: each call collects its own messages, so
@@ -366,6 +351,15 @@ bool split_wide_batches(const Args &args, const CheckedCall &call,
 
 }  // namespace
 
+const char *family_name(TargetFamily family) {
+    switch (family) {
+    case TargetFamily::x86: return "x86";
+    case TargetFamily::arm: return "arm";
+    case TargetFamily::opencl: return "opencl";
+    }
+    return "unknown";
+}
+
 const Variant &select_variant(Kind kind, const ProblemSize &size, Operator op, TargetFamily family) {
     const Variant *generic = nullptr;
     bool family_built = false;
@@ -398,11 +392,11 @@ const Variant &select_variant(Kind kind, const ProblemSize &size, Operator op, T
 
 namespace {
 
-// The by-query variant of this kind for the sizes (compile-time C_h, N_l and
-// N_p all matching), or null.
-const Variant *by_query_variant(Kind kind, const ProblemSize &size, Operator op) {
+// The family's by-query variant of this kind for the sizes (compile-time
+// C_h, N_l and N_p all matching), or null (the GPU family has none).
+const Variant *by_query_variant(Kind kind, const ProblemSize &size, Operator op, TargetFamily family) {
     for (const Variant &variant : kVariants) {
-        if (variant.family == kLibraryFamily && variant.kind == kind && variant.op == op &&
+        if (variant.family == family && variant.kind == kind && variant.op == op &&
             variant.dtype == size.dtype && variant.locations_dtype == size.locations_dtype && variant.points != 0 &&
             variant.channels == size.channels && variant.levels == size.levels && variant.points == size.points) {
             return &variant;
@@ -422,18 +416,17 @@ Kernels select_kernels(const ProblemSize &size, const Options &options) {
     // GKA has no location gradient (validation requires its view absent).
     const bool locations = options.grad_sampling_locations && op == Operator::msda;
     const TargetFamily family = options.device == Device::opencl ? TargetFamily::opencl : kLibraryFamily;
-    const bool cpu = family == kLibraryFamily;  // only the CPU family walks by query
     kernels.forward = &select_variant(Kind::forward, size, op, family);
-    if (cpu) kernels.forward_by_query = by_query_variant(Kind::forward, size, op);
+    kernels.forward_by_query = by_query_variant(Kind::forward, size, op, family);
     if (options.grad_value) {
         // The float-atomic scatter only where it was asked for and exists.
         const bool atomic = !options.deterministic && family == TargetFamily::opencl;
         kernels.grad_value = &select_variant(atomic ? Kind::grad_value_atomic : Kind::grad_value, size, op, family);
-        if (cpu) kernels.grad_value_by_query = by_query_variant(Kind::grad_value, size, op);
+        kernels.grad_value_by_query = by_query_variant(Kind::grad_value, size, op, family);
     }
     if (options.grad_attention_weights && locations) {
         kernels.grad_sample = &select_variant(Kind::grad_sample, size, op, family);
-        if (cpu) kernels.grad_sample_by_query = by_query_variant(Kind::grad_sample, size, op);
+        kernels.grad_sample_by_query = by_query_variant(Kind::grad_sample, size, op, family);
     } else if (options.grad_attention_weights) {
         kernels.grad_sample = &select_variant(Kind::grad_attention_weights, size, op, family);
     } else if (locations) {
@@ -721,10 +714,9 @@ namespace msda {
 
 std::vector<CompiledVariant> compiled_variants() {
     std::vector<CompiledVariant> list;
-    for (const detail::Variant *variant = detail::variants_begin(); variant != detail::variants_end(); ++variant) {
-        list.push_back({variant->name, detail::family_name(variant->family), detail::kind_id(variant->kind),
-                        variant->op, variant->dtype, variant->locations_dtype, variant->channels, variant->levels,
-                        variant->points});
+    for (const detail::Variant &variant : detail::kVariants) {
+        list.push_back({variant.name, detail::family_name(variant.family), detail::kind_id(variant.kind), variant.op,
+                        variant.dtype, variant.locations_dtype, variant.channels, variant.levels, variant.points});
     }
     return list;
 }

@@ -68,13 +68,6 @@ struct Variant {
     GeneratedFunction function;
 };
 
-// The registry of this library's generated functions, in msda_variants.h's
-// order.
-const Variant *variants_begin();
-const Variant *variants_end();
-const char *kind_name(Kind kind);  // what it computes, for messages
-const char *kind_id(Kind kind);    // its name in msda_variants.h
-
 // The variant for this kind, storage dtypes and channel count: a
 // compile-time C_h when one was built for it, else the generic one.
 // family: the library's CPU family, or the GPU family a call's
