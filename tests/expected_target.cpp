@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "test_util.h"
+
 namespace {
 
 class ExpectedTarget : public ::testing::Environment {
@@ -24,12 +26,8 @@ public:
         }
         // The opencl label's runs: skipped, with the reason, where this build
         // or this machine has no OpenCL.
-        if (const char *device = std::getenv("MSDA_TEST_DEVICE"); device != nullptr && std::string(device) == "opencl") {
-            bool built = false;
-            for (const msda::CompiledVariant &variant : msda::compiled_variants()) built |= variant.family == "opencl";
-            if (!built) GTEST_SKIP() << "this build has no OpenCL code (MSDA_OPENCL=OFF)";
-            const msda::OpenClReport opencl = msda::opencl_devices();
-            if (opencl.devices.empty()) GTEST_SKIP() << "no OpenCL device: " << opencl.error;
+        if (msda::testing::test_device() == msda::Device::opencl) {
+            if (const std::string why = msda::testing::opencl_unavailable(); !why.empty()) GTEST_SKIP() << why;
         }
         const char *expected = std::getenv("MSDA_EXPECT_X86_TARGET");
         if (expected == nullptr) return;

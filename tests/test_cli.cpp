@@ -26,6 +26,7 @@
 #include "gka_reference.h"
 #include "msda_reference.h"
 #include "npy.h"
+#include "test_util.h"
 
 #ifndef MSDA_CLI_PATH
 #error "MSDA_CLI_PATH must name the msda binary (tests/cli.cmake defines it)"
@@ -388,11 +389,7 @@ INSTANTIATE_TEST_SUITE_P(EveryLayout, CliLayouts, ::testing::ValuesIn(every_layo
 // --target opencl: the same round trips on the OpenCL device (PoCL in CI);
 // half storage is refused there. SKIPPED where there is no OpenCL.
 TEST_F(Cli, TargetOpenClMatchesTheReference) {
-    const msda::OpenClReport opencl = msda::opencl_devices();
-    if (opencl.devices.empty()) GTEST_SKIP() << "no OpenCL device: " << opencl.error;
-    bool built = false;
-    for (const msda::CompiledVariant &variant : msda::compiled_variants()) built |= variant.family == "opencl";
-    if (!built) GTEST_SKIP() << "this build has no OpenCL code (MSDA_OPENCL=OFF)";
+    if (const std::string why = msda::testing::opencl_unavailable(); !why.empty()) GTEST_SKIP() << why;
     const SmallProblem problem = make_problem(77);
     const Layouts l{msda::ValueLayout::BNLC, msda::LocationsLayout::B2QHLP, true, msda::PaddingMode::border};
     msda::reference::Problem reference = problem.reference;

@@ -37,22 +37,9 @@ ProblemSpec colliding(msda::DType dtype = msda::DType::f32) {
     return spec;
 }
 
-bool opencl_here(std::string &why) {
-    bool built = false;
-    for (const msda::CompiledVariant &variant : msda::compiled_variants()) built |= variant.family == "opencl";
-    if (!built) {
-        why = "this build has no OpenCL code (MSDA_OPENCL=OFF)";
-        return false;
-    }
-    const msda::OpenClReport report = msda::opencl_devices();
-    why = report.error;
-    return !report.devices.empty();
-}
-
-#define MSDA_REQUIRE_OPENCL()                                 \
-    do {                                                      \
-        std::string why;                                      \
-        if (!opencl_here(why)) GTEST_SKIP() << "no OpenCL: " << why; \
+#define MSDA_REQUIRE_OPENCL()                                                                        \
+    do {                                                                                             \
+        if (const std::string why = msda::testing::opencl_unavailable(); !why.empty()) GTEST_SKIP() << why; \
     } while (0)
 
 TEST(OpenCl, BackwardIsBitwiseReproducible) {
@@ -135,9 +122,7 @@ TEST(OpenClMissing, ACallFailsClearly) {
     const msda::OpenClReport report = msda::opencl_devices();
     EXPECT_TRUE(report.devices.empty());
     EXPECT_FALSE(report.error.empty());
-    bool built = false;
-    for (const msda::CompiledVariant &variant : msda::compiled_variants()) built |= variant.family == "opencl";
-    if (!built) GTEST_SKIP() << "this build has no OpenCL code (MSDA_OPENCL=OFF)";
+    if (!msda::testing::opencl_built()) GTEST_SKIP() << "this build has no OpenCL code (MSDA_OPENCL=OFF)";
     const ProblemData data(colliding());
     LibraryTensors tensors(data);
     const std::vector<std::uint8_t> before = tensors.output.bytes();

@@ -323,6 +323,21 @@ inline msda::Device test_device() {
     return device != nullptr && std::string(device) == "opencl" ? msda::Device::opencl : msda::Device::cpu;
 }
 
+// Whether this build has OpenCL code (MSDA_OPENCL).
+inline bool opencl_built() {
+    for (const msda::CompiledVariant &variant : msda::compiled_variants()) {
+        if (variant.family == "opencl") return true;
+    }
+    return false;
+}
+
+// Why Device::opencl cannot run here, or empty when it can.
+inline std::string opencl_unavailable() {
+    if (!opencl_built()) return "this build has no OpenCL code (MSDA_OPENCL=OFF)";
+    const msda::OpenClReport report = msda::opencl_devices();
+    return report.devices.empty() ? "no OpenCL device: " + report.error : "";
+}
+
 struct ProblemSpec {
     std::string name;
     std::int64_t batch = 1, queries = 1, heads = 1, channels = 1, points = 1;
