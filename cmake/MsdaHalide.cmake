@@ -173,8 +173,7 @@ function(msda_add_variant NAME)
         TARGETS ${targets}
         FEATURES ${MSDA_HALIDE_FEATURES}
         USE_RUNTIME msda_halide_runtime
-        PARAMS ${params}
-        STMT ${NAME}_STMT)
+        PARAMS ${params})
     set_property(GLOBAL APPEND PROPERTY MSDA_VARIANTS
                  "${NAME}|${ARG_FAMILY}|${ARG_KIND}|${ARG_CHANNELS}|${ARG_DTYPE}|${ARG_LOCATIONS}|${ARG_OP}|${ARG_LEVELS}|${ARG_POINTS}")
 endfunction()
