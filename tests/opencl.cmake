@@ -6,6 +6,12 @@
 # reason.
 msda_add_test(test_opencl opencl test_opencl.cpp)
 if (MSDA_OPENCL)
+    # Device tensors: cl_mem made through the OpenCL API itself, as an engine
+    # makes them (the ICD loader's headers and library, ocl-icd-opencl-dev).
+    find_package(OpenCL REQUIRED)
+    msda_add_test(test_opencl_tensors opencl test_opencl_tensors.cpp)
+    target_include_directories(test_opencl_tensors PRIVATE ${MSDA_DLPACK_INCLUDE_DIR})
+    target_link_libraries(test_opencl_tensors PRIVATE OpenCL::OpenCL)
     foreach (suite IN ITEMS test_forward_backward test_gka test_determinism)
         gtest_discover_tests(${suite}
             TEST_SUFFIX ".opencl"

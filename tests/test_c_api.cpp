@@ -21,7 +21,7 @@ using ::testing::HasSubstr;
 using msda::testing::to_c;
 
 msda_options to_c(const msda::Options &options) {
-    msda_options result;
+    msda_options result = msda_default_options();  // the fields not set here
     result.op = static_cast<msda_operator>(options.op);
     result.rounding = static_cast<msda_rounding>(options.rounding);
     result.value_layout = static_cast<msda_value_layout>(options.value_layout);

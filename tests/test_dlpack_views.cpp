@@ -78,6 +78,27 @@ void expect_close(const std::vector<float> &actual, const std::vector<double> &e
 // Forward and backward through DLPack views: value stored head-major (B,
 // N_h, L, C_h) and viewed as (B, L, N_h, C_h) through its strides, the rest
 // compact; the results against the double reference.
+// An OpenCL tensor's data is its cl_mem: the view keeps it, with the
+// byte offset into it and the device (nothing is dereferenced here).
+TEST(DLPackViews, OpenClTensorsKeepTheirHandleAndOffset) {
+    int handle_stand_in = 0;
+    HandMade made(&handle_stand_in, kFloat32, {2, 3}, {1, 2});
+    made.tensor.device = {kDLOpenCL, 0};
+    made.tensor.byte_offset = 12;
+    const msda::TensorView view = msda::from_dlpack(made.tensor, "value");
+    EXPECT_EQ(view.data, &handle_stand_in);
+    EXPECT_EQ(view.device_type, msda::DeviceType::opencl);
+    EXPECT_EQ(view.device_id, 0);
+    EXPECT_EQ(view.byte_offset, 12);
+    EXPECT_EQ(view.strides[0], 1);
+    EXPECT_EQ(view.strides[1], 2);
+    made.tensor.device = {kDLCPU, 0};
+    const msda::TensorView host = msda::from_dlpack(made.tensor, "value");
+    EXPECT_EQ(host.device_type, msda::DeviceType::cpu);
+    EXPECT_EQ(host.byte_offset, 0);
+    EXPECT_EQ(host.data, reinterpret_cast<char *>(&handle_stand_in) + 12);
+}
+
 TEST(DLPackViews, ForwardAndBackwardOnViewsMatchTheReference) {
     msda::reference::Problem problem;
     problem.batch = 2, problem.queries = 5, problem.heads = 2, problem.channels = 4, problem.points = 3;
@@ -170,8 +191,12 @@ TEST(DLPackViews, WhatMsdaCannotReadIsRefused) {
     tensor.device = {kDLCUDA, 1};
     expect_refused(tensor, "msda: value: is in CUDA memory (DLPack device type 2, id 1)");
     tensor = good;
+    tensor.device = {kDLVulkan, 0};
+    expect_refused(tensor, "is in Vulkan memory");
+    tensor = good;
     tensor.device = {kDLOpenCL, 0};
-    expect_refused(tensor, "is in OpenCL memory");
+    tensor.byte_offset = 6;
+    expect_refused(tensor, "its byte_offset 6 into its cl_mem is not a multiple of its 4-byte elements");
     tensor = good;
     tensor.dtype = {kDLFloat, 32, 4};
     expect_refused(tensor, "has 4 lanes per element");

@@ -196,6 +196,15 @@ public:
         return true;
     }
 
+    // The whole storage (guard bands included), in place: the view's first
+    // element is guard_bytes() into it.
+    std::uint8_t *storage_bytes() {
+        return is_half(dtype_) ? reinterpret_cast<std::uint8_t *>(half_.data())
+                               : reinterpret_cast<std::uint8_t *>(storage_.data());
+    }
+    std::size_t storage_size() const { return element_count() * msda::dtype_size(dtype_); }
+    std::size_t guard_bytes() const { return kGuard * msda::dtype_size(dtype_); }
+
     // The whole storage as bytes, for bitwise comparisons.
     std::vector<std::uint8_t> bytes() const {
         const auto *begin = is_half(dtype_) ? reinterpret_cast<const std::uint8_t *>(half_.data())
@@ -337,6 +346,13 @@ inline std::string opencl_unavailable() {
     const msda::OpenClReport report = msda::opencl_devices();
     return report.devices.empty() ? "no OpenCL device: " + report.error : "";
 }
+
+// A test body's first line where it needs an OpenCL device: SKIPPED with
+// the reason when there is none.
+#define MSDA_REQUIRE_OPENCL()                                                                               \
+    do {                                                                                                    \
+        if (const std::string why = msda::testing::opencl_unavailable(); !why.empty()) GTEST_SKIP() << why; \
+    } while (0)
 
 struct ProblemSpec {
     std::string name;

@@ -21,22 +21,23 @@ ProblemSize ProblemSize::of(const BackwardArgs &args, const Options &options) {
 
 SampleOrder sample_order(const ForwardArgs &args, const Options &options) {
     const detail::CheckedCall call = detail::check_forward(args, options, detail::Outputs::if_present);
-    return detail::walks_by_query(detail::select_kernels(call.size, options), args, options, call)
-               ? SampleOrder::by_query
-               : SampleOrder::by_level;
+    const Options run = detail::run_options(call, options);
+    return detail::walks_by_query(detail::select_kernels(call.size, run), args, run, call) ? SampleOrder::by_query
+                                                                                           : SampleOrder::by_level;
 }
 
 SampleOrder sample_order(const BackwardArgs &args, const Options &options) {
     const detail::CheckedCall call = detail::check_backward(args, options, detail::Outputs::if_present);
-    return detail::walks_by_query(detail::select_kernels(call.size, options), args, options, call)
-               ? SampleOrder::by_query
-               : SampleOrder::by_level;
+    const Options run = detail::run_options(call, options);
+    return detail::walks_by_query(detail::select_kernels(call.size, run), args, run, call) ? SampleOrder::by_query
+                                                                                           : SampleOrder::by_level;
 }
 
 Plan::Plan(const ProblemSize &size, const Options &options) : size_(size), options_(options) {
     detail::check_plan(size, options);
     // Fails now, not at the first call, if this build lacks a needed variant.
     detail::select_kernels(size, options);
+    if (options.device == Device::opencl) device_buffers_ = std::make_shared<detail::opencl::Pool>();
 }
 
 std::size_t Plan::workspace_size() const { return detail::workspace_bytes(size_, options_); }
@@ -54,19 +55,34 @@ void check_workspace(const Plan &plan, const void *workspace, std::size_t bytes)
     }
 }
 
+// A plan's code is for one device: OpenCL tensors need a plan made with
+// Device::opencl.
+void check_plan_device(const Plan &plan, const detail::CheckedCall &call) {
+    if (call.device != plan.options().device) {
+        detail::fail("value", std::string(call.device_tensors ? "is on an OpenCL device" : "is a host tensor") +
+                                  ", but the plan was made for Device::" +
+                                  (plan.options().device == Device::opencl ? "opencl" : "cpu") +
+                                  (call.device_tensors ? " (make it with Device::opencl)" : ""));
+    }
+}
+
 }  // namespace
 
 void Plan::forward(const ForwardArgs &args, void *workspace, std::size_t workspace_bytes) const {
     detail::CheckedCall call = detail::check_forward(args, options_);
     detail::check_matches_plan(size_, call.size);
+    check_plan_device(*this, call);
     check_workspace(*this, workspace, workspace_bytes);
+    call.pool = device_buffers_.get();
     detail::run_forward(detail::select_kernels(size_, options_), args, options_, call, workspace);
 }
 
 void Plan::backward(const BackwardArgs &args, void *workspace, std::size_t workspace_bytes) const {
     detail::CheckedCall call = detail::check_backward(args, options_);
     detail::check_matches_plan(size_, call.size);
+    check_plan_device(*this, call);
     check_workspace(*this, workspace, workspace_bytes);
+    call.pool = device_buffers_.get();
     detail::run_backward(detail::select_kernels(size_, options_), args, options_, call, workspace);
 }
 
@@ -154,18 +170,20 @@ private:
 
 void forward(const ForwardArgs &args, const Options &options) {
     detail::CheckedCall call = detail::check_forward(args, options);
-    detail::check_plan(call.size, options);
-    const detail::Kernels kernels = detail::select_kernels(call.size, options);
-    const LentWorkspace workspace(detail::workspace_layout(call.size, options).forward_bytes());
-    detail::run_forward(kernels, args, options, call, workspace.get());
+    const Options run = detail::run_options(call, options);
+    detail::check_plan(call.size, run);
+    const detail::Kernels kernels = detail::select_kernels(call.size, run);
+    const LentWorkspace workspace(detail::workspace_layout(call.size, run).forward_bytes());
+    detail::run_forward(kernels, args, run, call, workspace.get());
 }
 
 void backward(const BackwardArgs &args, const Options &options) {
     detail::CheckedCall call = detail::check_backward(args, options);
-    detail::check_plan(call.size, options);
-    const detail::Kernels kernels = detail::select_kernels(call.size, options);
-    const LentWorkspace workspace(detail::workspace_bytes(call.size, options));
-    detail::run_backward(kernels, args, options, call, workspace.get());
+    const Options run = detail::run_options(call, options);
+    detail::check_plan(call.size, run);
+    const detail::Kernels kernels = detail::select_kernels(call.size, run);
+    const LentWorkspace workspace(detail::workspace_bytes(call.size, run));
+    detail::run_backward(kernels, args, run, call, workspace.get());
 }
 
 std::size_t cached_workspace_bytes() { return workspace_cache().bytes(); }

@@ -92,6 +92,12 @@ msda::TensorView to_view(const msda_tensor &tensor, const char *name) {
         view.shape[axis] = tensor.shape[axis];
         view.strides[axis] = tensor.strides[axis];
     }
+    // 0, as in a zeroed struct, is the host; other codes go through as they
+    // are, so the call names the tensor whose code it does not know.
+    view.device_type = tensor.device_type == 0 ? msda::DeviceType::cpu
+                                               : static_cast<msda::DeviceType>(tensor.device_type);
+    view.device_id = tensor.device_id;
+    view.byte_offset = tensor.byte_offset;
     return view;
 }
 
@@ -122,6 +128,7 @@ msda::Options to_options(const msda_options &options) {
         to_enum<msda::SampleOrder>(options.sample_order, MSDA_SAMPLE_ORDER_BY_QUERY, "sample_order");
     result.device = to_enum<msda::Device>(options.device, MSDA_DEVICE_OPENCL, "device");
     result.deterministic = options.atomic_grad_value == 0;
+    result.opencl_queue = options.opencl_queue;
     return result;
 }
 
@@ -187,6 +194,7 @@ msda_options msda_default_options(void) {
     options.sample_order = static_cast<msda_sample_order>(defaults.sample_order);
     options.device = static_cast<msda_device>(defaults.device);
     options.atomic_grad_value = defaults.deterministic ? 0 : 1;
+    options.opencl_queue = defaults.opencl_queue;
     options.grad_attention_weights = defaults.grad_attention_weights ? 1 : 0;
     return options;
 }
@@ -194,6 +202,7 @@ msda_options msda_default_options(void) {
 msda_tensor msda_contiguous(void *data, msda_dtype dtype, int rank, const int64_t *shape) {
     msda_tensor tensor;
     std::memset(&tensor, 0, sizeof tensor);
+    tensor.device_type = MSDA_DEVICE_TYPE_CPU;
     tensor.data = data;
     tensor.dtype = dtype;
     // A rank this function cannot describe is kept as given, so that the call
@@ -296,6 +305,19 @@ const char *msda_cpu_target(void) {
         }
     }();
     return selected.c_str();
+}
+
+msda_status msda_opencl_queue(void **context, void **queue, void **device) {
+    return guarded([&] {
+        const msda::OpenClQueue own = msda::opencl_queue();
+        if (context != nullptr) *context = own.context;
+        if (queue != nullptr) *queue = own.queue;
+        if (device != nullptr) *device = own.device;
+    });
+}
+
+msda_status msda_release_opencl_context(void *queue) {
+    return guarded([&] { msda::release_opencl_context(queue); });
 }
 
 const char *msda_last_error(void) {

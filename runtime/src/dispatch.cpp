@@ -14,6 +14,7 @@
 
 #include "cpu_caches.h"
 #include "cpu_dispatch.h"
+#include "opencl.h"
 #include "msda_variants.h"
 
 namespace msda::detail {
@@ -58,27 +59,24 @@ const char *kind_name(Kind kind) {
     return kind == Kind::grad_sample ? "grad_attention_weights and grad_sampling_locations" : kind_id(kind);
 }
 
-// The generated code reports failures through halide_error with the
-// user_context it was called with: each call collects its own messages, so
-// concurrent calls never mix them and nothing is printed or aborted.
-struct CallContext {
-    std::string message;
-};
-
 void collect_error(void *user_context, const char *message) {
     if (user_context != nullptr) static_cast<CallContext *>(user_context)->message += message;
 }
 
 void install_runtime_hooks() {
-    static std::once_flag once;
-    std::call_once(once, [] { halide_set_error_handler(&collect_error); });
+    install_error_handler();
     require_runnable_target();
 }
 
-// A halide_buffer_t over caller memory, dims innermost first.
+// A halide_buffer_t over caller memory, dims innermost first. For a tensor
+// on an OpenCL device, host is null and device_handle is its cl_mem, with
+// the byte offset of the buffer's element 0 there (DeviceCall hands them to
+// the generated code).
 struct HalideBuffer {
     halide_buffer_t buffer{};
     halide_dimension_t dims[kMaxRank]{};
+    void *device_handle = nullptr;
+    std::int64_t device_offset = 0;
 
     HalideBuffer(void *data, halide_type_t type, int dimensions) {
         buffer.host = static_cast<std::uint8_t *>(data);
@@ -114,16 +112,28 @@ halide_type_t halide_type(DType dtype) {
     }
 }
 
-// The address `offset` elements into a tensor's data.
+// The host address `offset` elements past a host tensor's first element.
 void *element(const TensorView &t, std::int64_t offset) {
-    return static_cast<char *>(t.data) + offset * static_cast<std::int64_t>(dtype_size(t.dtype));
+    return host_address(t) + offset * static_cast<std::int64_t>(dtype_size(t.dtype));
+}
+
+bool on_device(const TensorView &t) { return t.device_type != DeviceType::cpu; }
+
+// A Halide buffer over a tensor's memory starting `offset` elements past its
+// first element: host memory, or (device) its handle and byte offset.
+HalideBuffer buffer_at(const TensorView &t, std::int64_t offset, int dimensions) {
+    if (!on_device(t)) return HalideBuffer(element(t, offset), halide_type(t.dtype), dimensions);
+    HalideBuffer result(nullptr, halide_type(t.dtype), dimensions);
+    result.device_handle = t.data;
+    result.device_offset = t.byte_offset + offset * static_cast<std::int64_t>(dtype_size(t.dtype));
+    return result;
 }
 
 // A tensor as a Halide buffer whose dimension d is the tensor's
 // dimension order[d], starting `offset` elements into the data.
 HalideBuffer permuted(const TensorView &t, std::initializer_list<int> order,
                       std::int64_t offset = 0) {
-    HalideBuffer result(element(t, offset), halide_type(t.dtype), static_cast<int>(order.size()));
+    HalideBuffer result = buffer_at(t, offset, static_cast<int>(order.size()));
     int d = 0;
     for (int source : order) {
         result.set(d++, t.shape[source], t.strides[source]);
@@ -149,7 +159,7 @@ HalideBuffer weight_buffer(const TensorView &t) { return permuted(t, {4, 3, 2, 1
 
 // output and grad_output, (B, N_q, N_h*C_h) head-major: (c, h, q, b).
 HalideBuffer head_major_buffer(const TensorView &t, std::int64_t heads, std::int64_t channels) {
-    HalideBuffer result(t.data, halide_type(t.dtype), 4);
+    HalideBuffer result = buffer_at(t, 0, 4);
     result.set(0, channels, t.strides[2]);
     result.set(1, heads, channels * t.strides[2]);
     result.set(2, t.shape[1], t.strides[1]);
@@ -157,15 +167,23 @@ HalideBuffer head_major_buffer(const TensorView &t, std::int64_t heads, std::int
     return result;
 }
 
-// The inputs every generated function takes first.
+// The inputs every generated function takes first, and (OpenCL) the
+// queue the call runs on.
 struct CommonInputs {
     HalideBuffer value, spatial_shapes, level_start_index, locations_x, locations_y, weights;
     bool align_corners, border, nearest;
+    const opencl::Queue &queue;
+    opencl::Pool *pool;
 
     // The level table is only read by the generated code.
     CommonInputs(const TensorView &value_view, const TensorView &locations,
-                 const TensorView &attention_weights, const LevelTable &levels,
+                 const TensorView &attention_weights, const CheckedCall &checked,
                  const Options &options)
+        : CommonInputs(value_view, locations, attention_weights, checked.levels, checked.queue, checked.pool,
+                       options) {}
+    CommonInputs(const TensorView &value_view, const TensorView &locations,
+                 const TensorView &attention_weights, const LevelTable &levels, const opencl::Queue &call_queue,
+                 opencl::Pool *device_buffers, const Options &options)
         : value(value_buffer(value_view, options.value_layout)),
           spatial_shapes(const_cast<std::int32_t *>(levels.shapes.data()), kInt32, 2),
           level_start_index(const_cast<std::int32_t *>(levels.starts.data()), kInt32, 1),
@@ -174,7 +192,9 @@ struct CommonInputs {
           weights(weight_buffer(attention_weights)),
           align_corners(options.align_corners),
           border(options.padding_mode == PaddingMode::border),
-          nearest(options.rounding == Rounding::nearest) {
+          nearest(options.rounding == Rounding::nearest),
+          queue(call_queue),
+          pool(device_buffers) {
         const std::int64_t level_count = static_cast<std::int64_t>(levels.starts.size());
         spatial_shapes.set(0, 2, 1);
         spatial_shapes.set(1, level_count, 2);
@@ -185,9 +205,8 @@ struct CommonInputs {
 // Runs a generated function with a fresh error context; a failure becomes
 // an msda::Error carrying Halide's message.
 template <typename Function, typename... Args>
-void invoke(const Variant &variant, Function function, Args... args) {
+void invoke(const Variant &variant, CallContext &context, Function function, Args... args) {
     install_runtime_hooks();
-    CallContext context;
     int result = function(&context, args...);
     if (result != 0) {
         throw Error(std::string("msda: generated code for ") + kind_name(variant.kind) +
@@ -207,74 +226,242 @@ Function function_of(const Variant &variant, std::size_t outputs) {
     return *function;
 }
 
-// A GPU-family call on host tensors. Every input is marked as changed on
-// the host, so the generated code copies it to the device; once the call
-// has succeeded its results are copied back into the caller's memory (their
-// elements only), and whatever it allocated on the device is freed, whether
-// it succeeded or not. buffers[0, inputs) are read, the rest written.
+// The elements [low, high] a Halide buffer's strides reach from element 0.
+Reach buffer_reach(const halide_buffer_t &buffer) {
+    Reach reach;
+    for (int d = 0; d < buffer.dimensions; d++) {
+        const std::int64_t extent_reach = std::int64_t{buffer.dim[d].extent - 1} * buffer.dim[d].stride;
+        (extent_reach < 0 ? reach.low : reach.high) += extent_reach;
+    }
+    return reach;
+}
+
+// Calls `visit` with the element offset (from element 0) of every element.
+template <typename Visit>
+void for_each_element(const halide_buffer_t &buffer, int dimension, std::int64_t offset, Visit &visit) {
+    if (dimension < 0) {
+        visit(offset);
+        return;
+    }
+    const halide_dimension_t &dim = buffer.dim[dimension];
+    for (std::int32_t i = 0; i < dim.extent; i++) {
+        for_each_element(buffer, dimension - 1, offset + std::int64_t{i} * dim.stride, visit);
+    }
+}
+
+// A GPU-family call. Host tensors (Options::device): every input is marked
+// as changed on the host, so the generated code copies it to the device,
+// and once the call has succeeded its results are copied back into the
+// caller's memory (their elements only); the device buffers are a Plan's
+// (given back to it as the call ends) or the generated code's own (freed
+// however the call ends). Tensors on the device: a cl_mem is
+// handed to the generated code as it is where the buffer's element 0 is at
+// offset 0; as a sub-buffer where the offset is a multiple of the device's
+// base address alignment (OpenCL's rule for sub-buffers); otherwise, and
+// for negative strides, through host memory: an input's span is read back
+// (then copied to the device by the generated code), an output's results
+// come back to host memory and are written into its elements in the
+// cl_mem, whose other bytes keep what they held. buffers[0, inputs) are
+// read, the rest written.
 class DeviceCall {
 public:
-    DeviceCall(const Variant &variant, std::vector<halide_buffer_t *> buffers, std::size_t inputs)
-        : variant_(variant), buffers_(std::move(buffers)), inputs_(inputs) {
-        for (std::size_t i = 0; i < buffers_.size(); ++i) {
-            if (i < inputs_) {
-                buffers_[i]->flags |= halide_buffer_flag_host_dirty;
-            } else {
-                buffers_[i]->flags &= ~static_cast<std::uint64_t>(halide_buffer_flag_host_dirty);
-            }
-        }
+    DeviceCall(const Variant &variant, const opencl::Queue &queue, opencl::Pool *pool,
+               std::vector<HalideBuffer *> buffers, std::size_t inputs)
+        : variant_(variant), queue_(queue), pool_(pool), buffers_(std::move(buffers)), inputs_(inputs) {
+        context_.cl_context = queue.own ? nullptr : queue.context;
+        context_.cl_queue = queue.own ? nullptr : queue.queue;
     }
     DeviceCall(const DeviceCall &) = delete;
     DeviceCall &operator=(const DeviceCall &) = delete;
-    ~DeviceCall() { free_device_memory(); }
+    ~DeviceCall() { release(); }
 
-    // After the call succeeded: its results in the caller's memory.
-    void copy_results_back() {
-        CallContext context;
-        for (std::size_t i = inputs_; i < buffers_.size(); ++i) {
-            const int result = halide_copy_to_host(&context, buffers_[i]);
-            if (result != 0) {
-                free_device_memory();
-                throw Error(std::string("msda: copying the results of ") + kind_name(variant_.kind) + " back from " +
-                            family_name(variant_.family) + " failed (Halide error " + std::to_string(result) +
-                            "): " + (context.message.empty() ? "no message" : context.message));
+    CallContext &context() { return context_; }
+
+    // Before the call: each buffer's memory on the device, or marked to be
+    // copied there.
+    void prepare() {
+        for (std::size_t i = 0; i < buffers_.size(); ++i) {
+            HalideBuffer &b = *buffers_[i];
+            halide_buffer_t *raw = b.get();
+            const bool input = i < inputs_;
+            if (b.device_handle == nullptr) {
+                if (input) {
+                    raw->flags |= halide_buffer_flag_host_dirty;
+                } else {
+                    raw->flags &= ~static_cast<std::uint64_t>(halide_buffer_flag_host_dirty);
+                }
+                const Reach reach = buffer_reach(*raw);
+                if (pool_ != nullptr && reach.low == 0) {
+                    const std::uint64_t bytes = static_cast<std::uint64_t>((reach.high + 1) * raw->type.bytes());
+                    if (void *memory = pool_->take(queue_, bytes)) {
+                        pooled_.push_back({memory, bytes});
+                        wrap(i, memory);
+                    }
+                }
+                continue;
             }
+            device_tensors_ = true;
+            const Reach reach = buffer_reach(*raw);
+            const std::int64_t element = raw->type.bytes();
+            if (reach.low == 0 && b.device_offset == 0) {
+                wrap(i, b.device_handle);
+                continue;
+            }
+            if (reach.low == 0 && b.device_offset % static_cast<std::int64_t>(opencl::base_alignment(queue_)) == 0) {
+                const opencl::Memory memory = opencl::memory(b.device_handle, variant_.name);
+                std::int32_t error = 0;
+                void *sub = opencl::sub_buffer(memory.root, memory.root_offset + b.device_offset,
+                                               static_cast<std::uint64_t>((reach.high + 1) * element), error);
+                if (sub != nullptr) {
+                    subs_.push_back(sub);
+                    wrap(i, sub);
+                    continue;
+                }
+            }
+            stage(i, reach, input);
+        }
+    }
+
+    // After the call succeeded: host tensors' results in the caller's
+    // memory, staged results in their cl_mem; on msda's own queue, the
+    // device's work done.
+    void finish() {
+        for (std::size_t i = inputs_; i < buffers_.size(); ++i) {
+            if (buffers_[i]->device_handle != nullptr && !is_staged(i)) continue;
+            const int result = halide_copy_to_host(&context_, buffers_[i]->get());
+            if (result != 0) fail_with("copying the results of", result, context_.message);
+        }
+        for (Staged &staged : staged_) {
+            if (staged.buffer < inputs_) continue;
+            write_back(staged);
+        }
+        if (device_tensors_ && queue_.own) {
+            const std::int32_t error = opencl::finish(queue_);
+            if (error != 0) fail_with("waiting for", error, "clFinish failed");
         }
     }
 
 private:
-    void free_device_memory() {
-        CallContext context;
-        for (halide_buffer_t *buffer : buffers_) {
-            if (buffer->device != 0) halide_device_free(&context, buffer);
+    // A device tensor brought through host memory: the bytes of its span,
+    // which starts at `begin` in its cl_mem.
+    struct Staged {
+        std::size_t buffer;
+        std::uint64_t begin;
+        std::int64_t first;  // element 0's offset in memory, in bytes
+        std::vector<std::byte> memory;
+    };
+
+    [[noreturn]] void fail_with(const char *what, int code, const std::string &message) {
+        throw Error(std::string("msda: ") + what + " " + kind_name(variant_.kind) + " on " +
+                    family_name(variant_.family) + " failed (error " + std::to_string(code) +
+                    "): " + (message.empty() ? "no message" : message));
+    }
+
+    bool is_staged(std::size_t i) const {
+        for (const Staged &staged : staged_) {
+            if (staged.buffer == i) return true;
+        }
+        return false;
+    }
+
+    void wrap(std::size_t i, void *memory) {
+        const int result = opencl::wrap(&context_, buffers_[i]->get(), memory);
+        if (result != 0) fail_with("handing a cl_mem to", result, context_.message);
+        wrapped_.push_back(i);
+    }
+
+    void stage(std::size_t i, const Reach &reach, bool input) {
+        HalideBuffer &b = *buffers_[i];
+        halide_buffer_t *raw = b.get();
+        const std::int64_t element = raw->type.bytes();
+        Staged staged{i, static_cast<std::uint64_t>(b.device_offset + reach.low * element), -reach.low * element, {}};
+        staged.memory.resize(static_cast<std::size_t>((reach.high - reach.low + 1) * element));
+        if (input) {
+            const std::int32_t error =
+                opencl::read(queue_, b.device_handle, staged.begin, staged.memory.size(), staged.memory.data());
+            if (error != 0) fail_with("reading an input of", error, "clEnqueueReadBuffer failed");
+        }
+        staged_.push_back(std::move(staged));
+        Staged &kept = staged_.back();
+        raw->host = reinterpret_cast<std::uint8_t *>(kept.memory.data() + kept.first);
+        if (input) {
+            raw->flags |= halide_buffer_flag_host_dirty;
+        } else {
+            raw->flags &= ~static_cast<std::uint64_t>(halide_buffer_flag_host_dirty);
         }
     }
+
+    // A staged output's elements into its cl_mem: the span as it is now
+    // (after the call's kernels), its elements replaced, written back.
+    void write_back(const Staged &staged) {
+        HalideBuffer &b = *buffers_[staged.buffer];
+        std::vector<std::byte> now(staged.memory.size());
+        std::int32_t error = opencl::read(queue_, b.device_handle, staged.begin, now.size(), now.data());
+        if (error != 0) fail_with("reading back an output of", error, "clEnqueueReadBuffer failed");
+        const std::size_t element = b.get()->type.bytes();
+        auto copy = [&](std::int64_t offset) {
+            const std::size_t at = static_cast<std::size_t>(staged.first + offset * static_cast<std::int64_t>(element));
+            std::memcpy(now.data() + at, staged.memory.data() + at, element);
+        };
+        for_each_element(*b.get(), b.get()->dimensions - 1, 0, copy);
+        error = opencl::write(queue_, b.device_handle, staged.begin, now.size(), now.data());
+        if (error != 0) fail_with("writing an output of", error, "clEnqueueWriteBuffer failed");
+    }
+
+    // Every buffer as it was: wrapped cl_mem detached, whatever Halide
+    // allocated freed, sub-buffers released, staged host memory dropped.
+    void release() {
+        CallContext context = context_;
+        for (std::size_t i : wrapped_) opencl::detach(&context, buffers_[i]->get());
+        wrapped_.clear();
+        for (HalideBuffer *buffer : buffers_) {
+            halide_buffer_t *raw = buffer->get();
+            if (raw->device != 0) halide_device_free(&context, raw);
+            raw->flags = 0;
+            if (buffer->device_handle != nullptr) raw->host = nullptr;
+        }
+        for (void *sub : subs_) opencl::release(sub);
+        subs_.clear();
+        for (const auto &[memory, bytes] : pooled_) pool_->give(queue_, memory, bytes);
+        pooled_.clear();
+    }
+
     const Variant &variant_;
-    std::vector<halide_buffer_t *> buffers_;
+    const opencl::Queue &queue_;
+    opencl::Pool *pool_;
+    std::vector<HalideBuffer *> buffers_;
     std::size_t inputs_;
+    CallContext context_;
+    std::vector<std::size_t> wrapped_;
+    std::vector<void *> subs_;
+    std::vector<std::pair<void *, std::uint64_t>> pooled_;  // a Plan's buffers taken, and their sizes
+    std::vector<Staged> staged_;
+    bool device_tensors_ = false;
 };
 
 template <typename... Extras>
-void call(const Variant &variant, CommonInputs &in, Extras *...extras) {
+void call(const Variant &variant, CommonInputs &in, Extras &...extras) {
     const auto function = function_of<PipelineFunction<sizeof...(Extras)>>(variant, sizeof...(Extras));
-    auto run = [&] {
-        invoke(variant, function, in.value.get(), in.spatial_shapes.get(), in.level_start_index.get(),
+    auto run = [&](CallContext &context) {
+        invoke(variant, context, function, in.value.get(), in.spatial_shapes.get(), in.level_start_index.get(),
                in.locations_x.get(), in.locations_y.get(), in.weights.get(), in.align_corners, in.border,
-               in.nearest, extras...);
+               in.nearest, extras.get()...);
     };
     if (variant.family != TargetFamily::opencl) {
-        run();
+        CallContext context;
+        run(context);
         return;
     }
     // After the six common inputs: a backward's grad_output (read), then its
     // results; a forward's output.
     const std::size_t inputs = variant.kind == Kind::forward ? 6 : 7;
-    DeviceCall device(variant,
-                      {in.value.get(), in.spatial_shapes.get(), in.level_start_index.get(), in.locations_x.get(),
-                       in.locations_y.get(), in.weights.get(), extras...},
+    DeviceCall device(variant, in.queue, in.pool,
+                      {&in.value, &in.spatial_shapes, &in.level_start_index, &in.locations_x, &in.locations_y,
+                       &in.weights, &extras...},
                       inputs);
-    run();
-    device.copy_results_back();
+    device.prepare();
+    run(device.context());
+    device.finish();
 }
 
 // The copy between a value-shaped tensor's layouts (msda_relayout).
@@ -284,7 +471,8 @@ void call_relayout(DType dtype, HalideBuffer &from, HalideBuffer &to) {
         if (variant.kind == Kind::relayout && variant.dtype == dtype) copy = &variant;
     }
     if (copy == nullptr) throw Error(std::string("msda: this build has no relayout for ") + dtype_name(dtype));
-    invoke(*copy, function_of<RelayoutFunction>(*copy, 1), from.get(), to.get());
+    CallContext context;
+    invoke(*copy, context, function_of<RelayoutFunction>(*copy, 1), from.get(), to.get());
 }
 
 // A value-shaped buffer (c, h, row, b), dense over workspace memory:
@@ -306,15 +494,42 @@ bool is_head_major(const HalideBuffer &value) {
     return value.dims[1].extent == 1 || value.dims[1].stride > value.dims[2].stride;
 }
 
-// grad_value when there is nothing to scatter (N_q == 0): all zeros.
-void fill_zeros(const TensorView &t) {
+// Calls `visit` with the element offset of each of a tensor's elements.
+template <typename Visit>
+void for_each_element(const TensorView &t, Visit visit) {
     std::int64_t index[kMaxRank] = {};
     const std::int64_t count = t.numel();
     for (std::int64_t n = 0; n < count; n++) {
         std::int64_t offset = 0;
         for (int d = 0; d < t.rank; d++) offset += index[d] * t.strides[d];
-        std::memset(element(t, offset), 0, dtype_size(t.dtype));  // +0 in every storage dtype
+        visit(offset);
         for (int d = t.rank - 1; d >= 0 && ++index[d] == t.shape[d]; d--) index[d] = 0;
+    }
+}
+
+// grad_value when there is nothing to scatter (N_q == 0): all zeros (+0 in
+// every storage dtype). On the device: its span read, its elements zeroed,
+// written back.
+void fill_zeros(const TensorView &t, const CheckedCall &checked) {
+    const std::int64_t size = static_cast<std::int64_t>(dtype_size(t.dtype));
+    if (!on_device(t)) {
+        for_each_element(t, [&](std::int64_t offset) { std::memset(element(t, offset), 0, size); });
+        return;
+    }
+    if (t.numel() == 0) return;
+    const Reach reach = reach_of(t);
+    std::vector<std::byte> span(static_cast<std::size_t>((reach.high - reach.low + 1) * size));
+    const std::uint64_t begin = static_cast<std::uint64_t>(t.byte_offset + reach.low * size);
+    std::int32_t error = opencl::read(checked.queue, t.data, begin, span.size(), span.data());
+    if (error == 0) {
+        for_each_element(t, [&](std::int64_t offset) {
+            std::memset(span.data() + (offset - reach.low) * size, 0, static_cast<std::size_t>(size));
+        });
+        error = opencl::write(checked.queue, t.data, begin, span.size(), span.data());
+    }
+    if (error != 0) {
+        throw Error("msda: grad_value: zeroing it on the OpenCL device failed with OpenCL error " +
+                    std::to_string(error));
     }
 }
 
@@ -339,8 +554,9 @@ bool split_wide_batches(const Args &args, const CheckedCall &call,
         for (TensorView Args::*tensor : tensors) {
             TensorView &t = element.*tensor;
             if (!t.present()) continue;
-            t.data = static_cast<char *>(t.data) +
-                     b * t.strides[0] * static_cast<std::int64_t>(dtype_size(t.dtype));
+            // Host tensors and device tensors alike: their first element
+            // is byte_offset past data.
+            t.byte_offset += b * t.strides[0] * static_cast<std::int64_t>(dtype_size(t.dtype));
             t.shape[0] = 1;
             t.strides[0] = 0;
         }
@@ -350,6 +566,11 @@ bool split_wide_batches(const Args &args, const CheckedCall &call,
 }
 
 }  // namespace
+
+void install_error_handler() {
+    static std::once_flag once;
+    std::call_once(once, [] { halide_set_error_handler(&collect_error); });
+}
 
 const char *family_name(TargetFamily family) {
     switch (family) {
@@ -510,7 +731,7 @@ bool queries_sample_neighbourhoods(const TensorView &locations, const ProblemSiz
     constexpr std::int64_t kProbes = 32;
     constexpr double kNeighbourhood = 16.0;
     const double height = levels.shapes[0], width = levels.shapes[1];
-    const float *data = static_cast<const float *>(locations.data);
+    const float *data = reinterpret_cast<const float *>(host_address(locations));
     const std::int64_t pairs = size.batch * size.queries;
     const std::int64_t probes = std::min(kProbes, pairs);
     std::int64_t clustered = 0;
@@ -550,16 +771,15 @@ void forward_in_order(const Kernels &kernels, const ForwardArgs &args, const Opt
                            })) {
         return;
     }
-    CommonInputs in(args.value, args.sampling_locations, args.attention_weights, checked.levels,
-                    options);
+    CommonInputs in(args.value, args.sampling_locations, args.attention_weights, checked, options);
     HalideBuffer output = head_major_buffer(args.output, size.heads, size.channels);
     if (by_query) {
         // Reads value in the caller's layout (see schedule_forward_by_query).
-        call(*kernels.forward_by_query, in, output.get());
+        call(*kernels.forward_by_query, in, output);
         return;
     }
     stage_value(in, size, workspace_layout(size, options), workspace);
-    call(*kernels.forward, in, output.get());
+    call(*kernels.forward, in, output);
 }
 
 // Options::sample_order for a call whose by-query variant exists and whose
@@ -645,8 +865,7 @@ void backward_in_order(const Kernels &kernels, const BackwardArgs &args, const O
                            })) {
         return;
     }
-    CommonInputs in(args.value, args.sampling_locations, args.attention_weights, checked.levels,
-                    options);
+    CommonInputs in(args.value, args.sampling_locations, args.attention_weights, checked, options);
     HalideBuffer grad_output = head_major_buffer(args.grad_output, size.heads, size.channels);
     const Workspace layout = workspace_layout(size, options);
 
@@ -659,18 +878,18 @@ void backward_in_order(const Kernels &kernels, const BackwardArgs &args, const O
             // once (half precision) into grad_value.
             HalideBuffer sums = workspace_value_buffer(sums_memory, kFloat32, size, true);
             if (size.dtype == DType::f32) {
-                call(scatter, in, grad_output.get(), sums.get());
+                call(scatter, in, grad_output, sums);
                 call_relayout(DType::f32, sums, grad_value);
             } else {
-                call(scatter, in, grad_output.get(), sums.get(), grad_value.get());
+                call(scatter, in, grad_output, sums, grad_value);
             }
         } else if (size.dtype == DType::f32) {
-            call(scatter, in, grad_output.get(), grad_value.get());
+            call(scatter, in, grad_output, grad_value);
         } else {
             // Half storage: the sums in float32 in the workspace, (c, h, row,
             // b) dense, then rounded once into grad_value.
             HalideBuffer sums = workspace_value_buffer(sums_memory, kFloat32, size, false);
-            call(scatter, in, grad_output.get(), sums.get(), grad_value.get());
+            call(scatter, in, grad_output, sums, grad_value);
         }
     }
     if (kernels.grad_sample == nullptr) return;
@@ -680,17 +899,17 @@ void backward_in_order(const Kernels &kernels, const BackwardArgs &args, const O
     if (!by_query) stage_value(in, size, layout, workspace);
     if (per_sample.kind == Kind::grad_attention_weights) {
         HalideBuffer weights = weight_buffer(args.grad_attention_weights);
-        call(per_sample, in, grad_output.get(), weights.get());
+        call(per_sample, in, grad_output, weights);
         return;
     }
     HalideBuffer x = location_plane(args.grad_sampling_locations, options.locations_layout, 0);
     HalideBuffer y = location_plane(args.grad_sampling_locations, options.locations_layout, 1);
     if (per_sample.kind == Kind::grad_sampling_locations) {
-        call(per_sample, in, grad_output.get(), x.get(), y.get());
+        call(per_sample, in, grad_output, x, y);
         return;
     }
     HalideBuffer weights = weight_buffer(args.grad_attention_weights);
-    call(per_sample, in, grad_output.get(), weights.get(), x.get(), y.get());
+    call(per_sample, in, grad_output, weights, x, y);
 }
 
 }  // namespace
@@ -700,7 +919,7 @@ void run_backward(const Kernels &kernels, const BackwardArgs &args, const Option
     const ProblemSize &size = checked.size;
     if (size.batch == 0) return;  // every tensor is empty
     if (size.queries == 0) {
-        if (kernels.grad_value != nullptr) fill_zeros(args.grad_value);
+        if (kernels.grad_value != nullptr) fill_zeros(args.grad_value, checked);
         return;
     }
     backward_in_order(kernels, args, options, checked, aligned_workspace(workspace),

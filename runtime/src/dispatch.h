@@ -7,11 +7,25 @@
 #include <utility>
 #include <variant>
 
+#include <string>
+
 #include "validate.h"
 
 struct halide_buffer_t;
 
 namespace msda::detail {
+
+// What the generated code gets as its user_context: the call's own error
+// messages (Halide's error handler appends to them, so concurrent calls never
+// mix them and nothing is printed or aborted) and, on OpenCL, the queue and
+// context the call runs on (null: msda's own; see opencl.cpp's hooks).
+struct CallContext {
+    std::string message;
+    void *cl_context = nullptr;
+    void *cl_queue = nullptr;
+};
+// Installs the error handler that fills CallContext::message (once).
+void install_error_handler();
 
 enum class Kind {
     forward,

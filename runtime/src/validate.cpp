@@ -155,34 +155,42 @@ void check_no_self_overlap(const TensorView &t, const char *name) {
     }
 }
 
-struct Span {
-    std::uintptr_t begin = 0, end = 0;  // bytes [begin, end)
-};
-
-Span span_of(const TensorView &t) {
-    if (!t.present() || t.numel() == 0) return {};
-    std::int64_t low = 0, high = 0;
-    for (int d = 0; d < t.rank; d++) {
-        std::int64_t reach = (t.shape[d] - 1) * t.strides[d];
-        (reach < 0 ? low : high) += reach;
-    }
-    auto base = reinterpret_cast<std::uintptr_t>(t.data);
-    std::int64_t size = static_cast<std::int64_t>(dtype_size(t.dtype));
-    return {base + low * size, base + (high + 1) * size};
-}
-
 struct Named {
     const TensorView *tensor;
     const char *name;
 };
 
+// Where a tensor's elements lie: bytes [begin, end) of host memory (root
+// null) or of an OpenCL buffer that is no sub-buffer (root).
+struct Span {
+    const void *root = nullptr;
+    std::uint64_t begin = 0, end = 0;
+};
+
+Span span_of(const Named &named) {
+    const TensorView &t = *named.tensor;
+    if (!t.present() || t.numel() == 0) return {};
+    const Reach reach = reach_of(t);
+    const std::int64_t size = static_cast<std::int64_t>(dtype_size(t.dtype));
+    Span span;
+    std::uint64_t base = reinterpret_cast<std::uintptr_t>(t.data) + t.byte_offset;
+    if (t.device_type == DeviceType::opencl) {
+        const opencl::Memory memory = opencl::memory(t.data, named.name);
+        span.root = memory.root;
+        base = memory.root_offset + t.byte_offset;
+    }
+    span.begin = base + reach.low * size;
+    span.end = base + (reach.high + 1) * size;
+    return span;
+}
+
 void check_disjoint(const std::vector<Named> &outputs, const std::vector<Named> &inputs) {
     for (std::size_t i = 0; i < outputs.size(); i++) {
-        Span out = span_of(*outputs[i].tensor);
+        Span out = span_of(outputs[i]);
         if (out.begin == out.end) continue;
         auto overlaps = [&](const Named &other) {
-            Span s = span_of(*other.tensor);
-            return s.begin < s.end && s.begin < out.end && out.begin < s.end;
+            Span s = span_of(other);
+            return s.root == out.root && s.begin < s.end && s.begin < out.end && out.begin < s.end;
         };
         for (const Named &input : inputs) {
             if (overlaps(input)) {
@@ -200,8 +208,102 @@ void check_disjoint(const std::vector<Named> &outputs, const std::vector<Named> 
 }
 
 std::int64_t read_integer(const TensorView &t, std::int64_t offset) {
-    if (t.dtype == DType::i32) return static_cast<const std::int32_t *>(t.data)[offset];
-    return static_cast<const std::int64_t *>(t.data)[offset];
+    const char *first = host_address(t);
+    if (t.dtype == DType::i32) return reinterpret_cast<const std::int32_t *>(first)[offset];
+    return reinterpret_cast<const std::int64_t *>(first)[offset];
+}
+
+// Where a tensor is, for messages.
+std::string where(const TensorView &t) {
+    if (t.device_type == DeviceType::opencl) return "on OpenCL device " + std::to_string(t.device_id);
+    return "a host tensor";
+}
+
+void check_device_code(const TensorView &t, const char *name) {
+    if (t.device_type == DeviceType::cuda) {
+        fail(name, "is on a CUDA device (DLPack device type 2), which this build has no code for");
+    }
+    if (t.device_type != DeviceType::cpu && t.device_type != DeviceType::opencl) {
+        fail(name, "has device type " + std::to_string(static_cast<int>(t.device_type)) +
+                       ", which msda does not know (DLPack's codes it takes: 1 CPU, 4 OpenCL)");
+    }
+    if (t.byte_offset < 0) fail(name, "byte_offset is negative (" + std::to_string(t.byte_offset) + ")");
+}
+
+// The call's device: every tensor but the level tables on the one value
+// is on; the level tables there or on the host. Outputs may be absent.
+void resolve_device(CheckedCall &call, const std::vector<Named> &tensors, const std::vector<Named> &tables,
+                    const Options &options) {
+    const Named *first = nullptr;
+    for (const Named &named : tensors) {
+        const TensorView &t = *named.tensor;
+        if (!t.present()) continue;
+        check_device_code(t, named.name);
+        if (first == nullptr) {
+            first = &named;
+        } else if (t.device_type != first->tensor->device_type || t.device_id != first->tensor->device_id) {
+            fail(named.name, "is " + where(t) + " but " + first->name + " is " + where(*first->tensor) +
+                                 "; the tensors of a call are on one device (spatial_shapes and "
+                                 "level_start_index may also be host tensors)");
+        }
+    }
+    const bool on_device = first != nullptr && first->tensor->device_type == DeviceType::opencl;
+    for (const Named &named : tables) {
+        const TensorView &t = *named.tensor;
+        if (!t.present()) continue;
+        check_device_code(t, named.name);
+        if (t.device_type == DeviceType::opencl && (!on_device || t.device_id != first->tensor->device_id)) {
+            fail(named.name, "is " + where(t) + " but " + (first ? first->name : "value") + " is " +
+                                 (first ? where(*first->tensor) : "absent") +
+                                 "; the level tables are host tensors or on the call's device");
+        }
+    }
+    call.device_tensors = on_device;
+    call.device = on_device ? Device::opencl : options.device;
+    if (options.opencl_queue != nullptr && call.device != Device::opencl) {
+        fail("options.opencl_queue",
+             "is set, but the call runs on the CPU (its tensors are host tensors and Options::device is cpu)");
+    }
+    if (call.device == Device::opencl) call.queue = opencl::call_queue(options);
+}
+
+// A device tensor's elements within its cl_mem, which belongs to the
+// context of the call's queue (after check_addressable).
+void check_device_memory(const TensorView &t, const char *name, const CheckedCall &call) {
+    if (!t.present() || t.device_type != DeviceType::opencl) return;
+    const opencl::Memory memory = opencl::memory(t.data, name);
+    if (memory.context != call.queue.context) {
+        fail(name, std::string("its cl_mem belongs to another OpenCL context than the call's queue (") +
+                       (call.queue.own ? "msda's own, msda::opencl_queue()" : "Options::opencl_queue") + ")");
+    }
+    if (t.numel() == 0) return;
+    const Reach reach = reach_of(t);
+    const std::int64_t size = static_cast<std::int64_t>(dtype_size(t.dtype));
+    const std::int64_t begin = t.byte_offset + reach.low * size, end = t.byte_offset + (reach.high + 1) * size;
+    if (begin < 0 || static_cast<std::uint64_t>(end) > memory.size) {
+        fail(name, "its elements lie at bytes [" + std::to_string(begin) + ", " + std::to_string(end) +
+                       ") of its cl_mem, which holds " + std::to_string(memory.size) + " bytes");
+    }
+}
+
+// A level table the host can read: itself, or its elements read back from
+// the device into `memory` (a dense copy of their span).
+TensorView host_table(const TensorView &t, const char *name, const CheckedCall &call,
+                      std::vector<std::byte> &memory) {
+    if (t.device_type != DeviceType::opencl || t.numel() == 0) return t;
+    check_device_memory(t, name, call);
+    const Reach reach = reach_of(t);
+    const std::int64_t size = static_cast<std::int64_t>(dtype_size(t.dtype));
+    memory.resize(static_cast<std::size_t>((reach.high - reach.low + 1) * size));
+    const std::int32_t error = opencl::read(call.queue, t.data, static_cast<std::uint64_t>(t.byte_offset + reach.low * size),
+                                            memory.size(), memory.data());
+    if (error != 0) fail(name, "reading it back from the OpenCL device failed with OpenCL error " + std::to_string(error));
+    TensorView host = t;
+    host.device_type = DeviceType::cpu;
+    host.device_id = 0;
+    host.data = memory.data();
+    host.byte_offset = -reach.low * size;
+    return host;
 }
 
 void check_integer_dtype(const TensorView &t, const char *name) {
@@ -235,11 +337,11 @@ void check_options(const Options &options) {
 
 // value, spatial_shapes, level_start_index, attention_weights and
 // sampling_locations: the inputs both operators read.
-ProblemSize check_inputs(const TensorView &value, const TensorView &spatial_shapes,
-                   const TensorView &level_start_index, const TensorView &sampling_locations,
+ProblemSize check_inputs(const TensorView &value, const TensorView &spatial_shapes_view,
+                   const TensorView &level_start_index_view, const TensorView &sampling_locations,
                    const TensorView &attention_weights, const Options &options,
-                   LevelTable &levels) {
-    check_options(options);
+                   CheckedCall &call) {
+    LevelTable &levels = call.levels;
     check_present(value, "value", 4, value_layout_name(options.value_layout));
     check_storage_dtype(value, "value");
     check_addressable(value, "value");
@@ -254,18 +356,22 @@ ProblemSize check_inputs(const TensorView &value, const TensorView &spatial_shap
     if (s.channels < 1) fail("value", "C_h must be at least 1, got " + std::to_string(s.channels));
     check_dense_channels(value, "value", 3);
 
-    check_present(spatial_shapes, "spatial_shapes", 2, "(N_l, 2) of rows (H, W)");
-    check_integer_dtype(spatial_shapes, "spatial_shapes");
-    check_addressable(spatial_shapes, "spatial_shapes", false);
+    check_present(spatial_shapes_view, "spatial_shapes", 2, "(N_l, 2) of rows (H, W)");
+    check_integer_dtype(spatial_shapes_view, "spatial_shapes");
+    check_addressable(spatial_shapes_view, "spatial_shapes", false);
+    std::vector<std::byte> shapes_memory, starts_memory;
+    const TensorView spatial_shapes = host_table(spatial_shapes_view, "spatial_shapes", call, shapes_memory);
     s.levels = spatial_shapes.shape[0];
     if (s.levels < 1) fail("spatial_shapes", "needs at least one level (N_l >= 1), got 0 rows");
     if (spatial_shapes.shape[1] != 2) {
         fail("spatial_shapes", "dimension 1 is " + std::to_string(spatial_shapes.shape[1]) +
                                    ", expected 2 (H, W)");
     }
-    check_present(level_start_index, "level_start_index", 1, "(N_l,)");
-    check_integer_dtype(level_start_index, "level_start_index");
-    check_addressable(level_start_index, "level_start_index", false);
+    check_present(level_start_index_view, "level_start_index", 1, "(N_l,)");
+    check_integer_dtype(level_start_index_view, "level_start_index");
+    check_addressable(level_start_index_view, "level_start_index", false);
+    const TensorView level_start_index =
+        host_table(level_start_index_view, "level_start_index", call, starts_memory);
     const Expected start_dims[1] = {{s.levels, "N_l, the rows of spatial_shapes"}};
     const char *const start_names[1] = {"N_l"};
     check_dims(level_start_index, "level_start_index", start_names, start_dims);
@@ -381,28 +487,75 @@ std::vector<Named> shared_inputs(const Args &args) {
 }
 
 template <typename Args>
-ProblemSize check_shared_inputs(const Args &args, const Options &options, LevelTable &levels) {
+ProblemSize check_shared_inputs(const Args &args, const Options &options, CheckedCall &call) {
     return check_inputs(args.value, args.spatial_shapes, args.level_start_index,
-                        args.sampling_locations, args.attention_weights, options, levels);
+                        args.sampling_locations, args.attention_weights, options, call);
+}
+
+// Every tensor of a call but the level tables, value first.
+std::vector<Named> call_tensors(const ForwardArgs &args) {
+    return {{&args.value, "value"},
+            {&args.sampling_locations, "sampling_locations"},
+            {&args.attention_weights, "attention_weights"},
+            {&args.output, "output"}};
+}
+std::vector<Named> call_tensors(const BackwardArgs &args) {
+    return {{&args.value, "value"},
+            {&args.sampling_locations, "sampling_locations"},
+            {&args.attention_weights, "attention_weights"},
+            {&args.grad_output, "grad_output"},
+            {&args.grad_value, "grad_value"},
+            {&args.grad_sampling_locations, "grad_sampling_locations"},
+            {&args.grad_attention_weights, "grad_attention_weights"}};
+}
+
+// The call's device, before anything else is read.
+template <typename Args>
+CheckedCall start_check(const Args &args, const Options &options) {
+    check_options(options);
+    CheckedCall call;
+    resolve_device(call, call_tensors(args),
+                   {{&args.spatial_shapes, "spatial_shapes"}, {&args.level_start_index, "level_start_index"}},
+                   options);
+    return call;
+}
+
+// The device tensors' memory, once their shapes are checked.
+template <typename Args>
+void check_device_tensors(const Args &args, const CheckedCall &call) {
+    if (!call.device_tensors) return;
+    for (const Named &named : call_tensors(args)) check_device_memory(*named.tensor, named.name, call);
 }
 
 }  // namespace
 
+Reach reach_of(const TensorView &t) {
+    Reach reach;
+    for (int d = 0; d < t.rank && d < kMaxRank; d++) {
+        const std::int64_t extent_reach = (t.shape[d] - 1) * t.strides[d];
+        (extent_reach < 0 ? reach.low : reach.high) += extent_reach;
+    }
+    return reach;
+}
+
 CheckedCall check_forward(const ForwardArgs &args, const Options &options, Outputs outputs) {
-    CheckedCall call;
-    call.size = check_shared_inputs(args, options, call.levels);
+    CheckedCall call = start_check(args, options);
+    call.size = check_shared_inputs(args, options, call);
     const ProblemSize &s = call.size;
     if (outputs == Outputs::required || args.output.present()) {
         check_head_major(args.output, "output", s, args.value.dtype);
         check_no_self_overlap(args.output, "output");
+    }
+    check_device_tensors(args, call);
+    if (outputs == Outputs::required || args.output.present()) {
         check_disjoint({{&args.output, "output"}}, shared_inputs(args));
     }
     return call;
 }
 
 CheckedCall check_backward(const BackwardArgs &args, const Options &options, Outputs outputs) {
-    CheckedCall call;
-    call.size = check_shared_inputs(args, options, call.levels);
+    CheckedCall call = start_check(args, options);
+    call.size = check_shared_inputs(args, options, call);
     const ProblemSize &s = call.size;
     check_head_major(args.grad_output, "grad_output", s, args.value.dtype);
 
@@ -431,6 +584,7 @@ CheckedCall check_backward(const BackwardArgs &args, const Options &options, Out
                        args.attention_weights, "attention_weights", kWeightDims);
         gradients.push_back({&args.grad_attention_weights, "grad_attention_weights"});
     }
+    check_device_tensors(args, call);
     std::vector<Named> inputs = shared_inputs(args);
     inputs.push_back({&args.grad_output, "grad_output"});
     check_disjoint(gradients, inputs);

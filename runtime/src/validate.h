@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "opencl.h"
+
 namespace msda::detail {
 
 [[noreturn]] void fail(const std::string &tensor, const std::string &what);
@@ -22,7 +24,28 @@ struct LevelTable {
 struct CheckedCall {
     ProblemSize size;
     LevelTable levels;
+    // Where the call computes: Options::device for host tensors, OpenCL for
+    // tensors on an OpenCL device (device_tensors), on `queue`.
+    Device device = Device::cpu;
+    bool device_tensors = false;
+    opencl::Queue queue;
+    opencl::Pool *pool = nullptr;  // a Plan's device buffers for host tensors, or null
 };
+
+// The options a checked call runs with: the caller's, on the call's device.
+inline Options run_options(const CheckedCall &call, Options options) {
+    options.device = call.device;
+    return options;
+}
+
+// The host address of a host tensor's first element.
+inline char *host_address(const TensorView &t) { return static_cast<char *>(t.data) + t.byte_offset; }
+
+// The elements a tensor's strides reach from its first one: [low, high].
+struct Reach {
+    std::int64_t low = 0, high = 0;
+};
+Reach reach_of(const TensorView &t);
 
 // Outputs::required for a call; Outputs::if_present to size a call before
 // its outputs exist (ProblemSize::of), checking only the outputs given.

@@ -4,14 +4,18 @@
 //
 //   msda::TensorView value = msda::from_dlpack(managed_value, "value");
 //
-// The view points at the DLTensor's data plus its byte_offset, with its
-// shape, and its strides (in elements) or, when it has none, the compact
-// row-major ones. The DLManagedTensor stays owned by the caller: call its
-// deleter once msda is done with the view. What msda cannot read is an
-// msda::Error naming the tensor: memory the CPU cannot address, a dtype msda
-// has no code for (float32, float16, bfloat16, float64 for a clear error
-// later, int32, int64), vector lanes, more than 6 dimensions, a negative
-// extent, or data not aligned to its element.
+// Host memory: the view points at the DLTensor's data plus its byte_offset.
+// OpenCL memory (kDLOpenCL): the view's data is the DLTensor's data, the
+// cl_mem, and its byte_offset the DLTensor's (DeviceType::opencl, with its
+// device_id); a call with it runs on OpenCL (Options::device). Either way
+// the view has the shape, and the strides (in elements) or, when there are
+// none, the compact row-major ones. The DLManagedTensor stays owned by the
+// caller: call its deleter once msda is done with the view. What msda cannot
+// read is an msda::Error naming the tensor: memory of another device (CUDA
+// included, for now), a dtype msda has no code for (float32, float16,
+// bfloat16, float64 for a clear error later, int32, int64), vector lanes,
+// more than 6 dimensions, a negative extent, or a first element not aligned
+// to its size.
 #pragma once
 
 #include <dlpack/dlpack.h>
@@ -71,15 +75,16 @@ inline DType dtype_of(const DLDataType &type, const char *name) {
 
 }  // namespace dlpack_detail
 
-// The view of `tensor`'s memory. Host memory only: kDLCPU, and the pinned
-// host memory of kDLCUDAHost and kDLROCMHost.
+// The view of `tensor`'s memory: host memory (kDLCPU, and the pinned host
+// memory of kDLCUDAHost and kDLROCMHost) or an OpenCL buffer (kDLOpenCL).
 inline TensorView from_dlpack(const DLTensor &tensor, const char *name = "tensor") {
     using dlpack_detail::refuse;
     const int device = static_cast<int>(tensor.device.device_type);
-    if (device != kDLCPU && device != kDLCUDAHost && device != kDLROCMHost) {
+    if (device != kDLCPU && device != kDLCUDAHost && device != kDLROCMHost && device != kDLOpenCL) {
         refuse(name, std::string("is in ") + dlpack_detail::device_name(device) + " memory (DLPack device type " +
                          std::to_string(device) + ", id " + std::to_string(tensor.device.device_id) +
-                         "); msda's CPU code reads host memory (kDLCPU, kDLCUDAHost or kDLROCMHost)");
+                         "); msda reads host memory (kDLCPU, kDLCUDAHost or kDLROCMHost) and OpenCL buffers "
+                         "(kDLOpenCL)");
     }
     if (tensor.ndim < 0 || tensor.ndim > kMaxRank) {
         refuse(name, "has " + std::to_string(tensor.ndim) + " dimensions; msda's tensors have at most " +
@@ -114,8 +119,19 @@ inline TensorView from_dlpack(const DLTensor &tensor, const char *name = "tensor
         view.data = nullptr;
         return view;
     }
-    const auto address = reinterpret_cast<std::uintptr_t>(tensor.data) + tensor.byte_offset;
     const std::size_t element = dtype_size(view.dtype);
+    if (device == kDLOpenCL) {
+        if (tensor.byte_offset % element != 0 || tensor.byte_offset > static_cast<std::uint64_t>(INT64_MAX)) {
+            refuse(name, "its byte_offset " + std::to_string(tensor.byte_offset) + " into its cl_mem is not a multiple of its " +
+                             std::to_string(element) + "-byte elements");
+        }
+        view.data = tensor.data;
+        view.device_type = DeviceType::opencl;
+        view.device_id = tensor.device.device_id;
+        view.byte_offset = static_cast<std::int64_t>(tensor.byte_offset);
+        return view;
+    }
+    const auto address = reinterpret_cast<std::uintptr_t>(tensor.data) + tensor.byte_offset;
     if (address % element != 0) {
         refuse(name, "its data (data + byte_offset " + std::to_string(tensor.byte_offset) +
                          ") is not aligned to its " + std::to_string(element) + "-byte elements");

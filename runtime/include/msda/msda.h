@@ -27,13 +27,25 @@ typedef enum msda_dtype {
 
 #define MSDA_MAX_RANK 6
 
-/* Strides in elements. data == NULL with rank == 0 means absent. */
+/* DLPack's device type codes (msda::DeviceType). */
+#define MSDA_DEVICE_TYPE_CPU 1
+#define MSDA_DEVICE_TYPE_CUDA 2
+#define MSDA_DEVICE_TYPE_OPENCL 4
+
+/* Strides in elements. data == NULL with rank == 0 means absent.
+ * device_type: MSDA_DEVICE_TYPE_CPU (0, as in a zeroed struct, means the
+ * same): data + byte_offset is the first element's address;
+ * MSDA_DEVICE_TYPE_OPENCL: data is the cl_mem, byte_offset where the first
+ * element is in it (msda::TensorView). */
 typedef struct msda_tensor {
     void *data;
     msda_dtype dtype;
     int rank;
     int64_t shape[MSDA_MAX_RANK];
     int64_t strides[MSDA_MAX_RANK];
+    int32_t device_type;
+    int32_t device_id;
+    int64_t byte_offset;
 } msda_tensor;
 
 typedef enum msda_value_layout { MSDA_BLNC = 0, MSDA_BNLC = 1 } msda_value_layout;
@@ -72,6 +84,7 @@ typedef struct msda_options {
     msda_sample_order sample_order;
     msda_device device; /* where the call computes (msda::Device) */
     int atomic_grad_value; /* non-zero: OpenCL sums grad_value by float atomics (msda::Options::deterministic = false) */
+    void *opencl_queue;    /* a cl_command_queue, or NULL for msda's own (msda::Options::opencl_queue) */
 } msda_options;
 
 typedef struct msda_forward_args {
@@ -121,6 +134,11 @@ const char *msda_version(void);
  * fails (MSDA_X86_TARGET asks for more than the CPU has: the calls' error
  * says what it lacks). */
 const char *msda_cpu_target(void);
+/* msda's own OpenCL context, queue and device (msda::opencl_queue); any
+ * pointer may be NULL. */
+msda_status msda_opencl_queue(void **context, void **queue, void **device);
+/* Before destroying a context msda ran on (msda::release_opencl_context). */
+msda_status msda_release_opencl_context(void *queue);
 /* The message of this thread's last failed call ("" if none). */
 const char *msda_last_error(void);
 

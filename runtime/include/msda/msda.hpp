@@ -6,11 +6,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace msda {
+
+namespace detail::opencl {
+class Pool;
+}
 
 // Every failure (bad input, a failure inside generated code, an allocation
 // failure) is reported as msda::Error. The message names the tensor and what
@@ -26,15 +31,39 @@ std::size_t dtype_size(DType);
 
 constexpr int kMaxRank = 6;
 
+// Where a tensor's memory is, in DLPack's device type codes. cpu: host
+// memory. opencl: an OpenCL buffer (cl_mem). cuda: no code for it yet (a
+// call with a CUDA tensor fails naming it).
+enum class DeviceType : std::int32_t { cpu = 1, cuda = 2, opencl = 4 };
+
 // A non-owning view of a strided tensor. Strides are in elements, not bytes.
 // A view with data == nullptr and rank == 0 is "absent" (used for gradients
 // that were not asked for).
+//
+// Host memory: data + byte_offset is the address of the first element (the
+// one at index 0 in every dimension). Device memory: data is the native
+// handle (a cl_mem for OpenCL) and byte_offset says where the first element
+// is in the memory it names. All tensors of one call are on one device (one
+// device_type and device_id), except that spatial_shapes and
+// level_start_index may always be host tensors (see Options::device).
 struct TensorView {
     void *data = nullptr;
     DType dtype = DType::f32;
     int rank = 0;
     std::int64_t shape[kMaxRank] = {};
     std::int64_t strides[kMaxRank] = {};
+    DeviceType device_type = DeviceType::cpu;
+    std::int32_t device_id = 0;  // DLPack's device_id; OpenCL: 0, the device of the call's queue
+    std::int64_t byte_offset = 0;
+
+    // This view on a device: data becomes the device's handle (a cl_mem).
+    TensorView on_device(DeviceType type, std::int32_t id = 0, std::int64_t offset_bytes = 0) const {
+        TensorView view = *this;
+        view.device_type = type;
+        view.device_id = id;
+        view.byte_offset = offset_bytes;
+        return view;
+    }
 
     // A row-major (C-contiguous) view.
     static TensorView contiguous(const void *data, DType dtype,
@@ -79,13 +108,19 @@ enum class Relayout : int { automatic = 0, always = 1, never = 2 };
 // the last bits (multiply-adds contracted differently).
 enum class SampleOrder : int { automatic = 0, by_level = 1, by_query = 2 };
 
-// Where a call computes. cpu: this library's CPU code. opencl: its OpenCL
-// code (the GPU schedule family) on Halide's OpenCL device (the first one of
-// the first platform; HL_OCL_PLATFORM_NAME and HL_OCL_DEVICE_TYPE choose
-// another): the call's tensors are host memory, copied to the device as it
-// starts and its results copied back before it returns, so they are in the
-// output tensors when it returns; the device memory is freed then. float32
-// storage only; samples are walked by level and value is never staged
+// Where a call computes, for host tensors. cpu: this library's CPU code.
+// opencl: its OpenCL code (the GPU schedule family) on the OpenCL device of
+// the call's queue (Options::opencl_queue): the host tensors are copied to
+// the device as the call starts and its results copied back before it
+// returns, so they are in the output tensors when it returns; the device
+// memory is freed then (a Plan keeps it for its next call).
+// Tensors on an OpenCL device (TensorView::device_type) always run the
+// OpenCL code, whatever this says: see docs/opencl.md for how they are
+// addressed, and what is done when such a call returns. spatial_shapes and
+// level_start_index may be host tensors or on the call's device; there they
+// are read back (a blocking read on the call's queue) to validate the call.
+// OpenCL computes float32 storage only (the call fails naming the dtype
+// otherwise); samples are walked by level and value is never staged
 // (relayout and sample_order do not apply); every result has the same bits
 // from run to run.
 enum class Device : int { cpu = 0, opencl = 1 };
@@ -112,6 +147,12 @@ struct Options {
     // tolerance, not bitwise reproducible). The CPU code is deterministic
     // whatever this says.
     bool deterministic = true;
+    // OpenCL: the command queue (a cl_command_queue, in order) the call's
+    // work is enqueued on; its context is the one the device tensors' cl_mem
+    // belong to and its device the one that computes. nullptr: msda's own
+    // queue (opencl_queue()). The caller keeps the queue alive during the
+    // call; msda neither retains nor finishes it.
+    void *opencl_queue = nullptr;
 };
 
 // The tensors of one forward call. Shapes are those of the chosen layouts;
@@ -163,6 +204,9 @@ struct ProblemSize {
 // for given sizes and options, ask how much workspace it needs, then run it
 // as often as needed with caller-provided workspace. A plan is immutable and
 // may be run from several threads at once (each with its own workspace).
+// A plan for Device::opencl keeps the device buffers its calls on host
+// tensors copy them into, and reuses them call after call (copies of a plan
+// share them); they are released with the last copy.
 class Plan {
 public:
     Plan(const ProblemSize &size, const Options &options = {});
@@ -186,6 +230,7 @@ public:
 private:
     ProblemSize size_;
     Options options_;
+    std::shared_ptr<detail::opencl::Pool> device_buffers_;
 };
 
 // One-shot calls: plan, take a workspace, run. The workspace comes from a
@@ -272,6 +317,25 @@ struct OpenClReport {
     std::string error;
 };
 OpenClReport opencl_devices();
+
+// msda's own OpenCL context and queue (created on first use, on the device
+// opencl_devices() describes as the first suitable one; HL_OCL_* choose
+// another): the calls without Options::opencl_queue run on them, so device
+// tensors for such calls are cl_mem of this context. The handles stay
+// msda's (do not release them). Throws msda::Error when there is no OpenCL
+// device or this build has no OpenCL code.
+struct OpenClQueue {
+    void *context = nullptr;  // cl_context
+    void *queue = nullptr;    // cl_command_queue
+    void *device = nullptr;   // cl_device_id
+};
+OpenClQueue opencl_queue();
+
+// msda compiles its OpenCL kernels once per context and keeps them. Before
+// destroying a context it has run on (through Options::opencl_queue), give
+// msda one of its queues here: msda waits for that queue, then releases
+// what it compiled for the context.
+void release_opencl_context(void *queue);
 
 // One generated function of this library (msda info --variants lists them):
 // each is compiled for every target of the library's family (cpu_dispatch's

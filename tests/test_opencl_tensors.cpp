@@ -1,0 +1,466 @@
+// Tensors that live on an OpenCL device (TensorView::device_type = opencl,
+// data a cl_mem), as an engine holding its tensors on the device passes
+// them: the same problems as the host suites, each tensor's storage (padding
+// gaps and guard bands included) mirrored into a cl_mem at a chosen offset,
+// the results read back and held to the reference, and every byte of every
+// cl_mem outside the outputs' elements checked unchanged. The offsets cover
+// each way msda hands a cl_mem to the generated code (docs/opencl.md):
+// element 0 at offset 0, at an offset a sub-buffer can start at, at one it
+// cannot (brought through host memory). On msda's own queue and on a
+// caller's context and queue; the level tables on the host and on the
+// device; mixed devices, foreign contexts, short buffers and out-of-order
+// queues refused naming what is wrong.
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+#include <dlpack/dlpack.h>
+#include <gtest/gtest.h>
+
+#include <msda/dlpack.hpp>
+#include <msda/msda.h>
+#include <msda/msda.hpp>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core_grid.h"
+#include "test_util.h"
+
+namespace {
+
+using msda::testing::LibraryTensors;
+using msda::testing::Locations;
+using msda::testing::ProblemData;
+using msda::testing::ProblemSpec;
+using msda::testing::StridedTensor;
+
+constexpr std::uint8_t kFiller = 0x7B;
+
+// One tensor's storage in a cl_mem: device byte b holds storage byte
+// b + guard_bytes - first, so the view's first element is at byte `first`;
+// bytes with no storage counterpart (first > guard_bytes) hold kFiller.
+class DeviceMirror {
+public:
+    DeviceMirror(cl_context context, cl_command_queue queue, StridedTensor &tensor, std::size_t first)
+        : queue_(queue), tensor_(&tensor), first_(first) {
+        const std::size_t guard = tensor.guard_bytes();
+        skip_ = first < guard ? guard - first : 0;  // storage bytes dropped before device byte 0
+        lead_ = first > guard ? first - guard : 0;  // filler bytes before the storage
+        size_ = lead_ + tensor.storage_size() - skip_;
+        cl_int error = 0;
+        memory_ = clCreateBuffer(context, CL_MEM_READ_WRITE, size_, nullptr, &error);
+        EXPECT_EQ(error, CL_SUCCESS);
+        std::vector<std::uint8_t> content(size_, kFiller);
+        std::memcpy(content.data() + lead_, tensor.storage_bytes() + skip_, tensor.storage_size() - skip_);
+        EXPECT_EQ(clEnqueueWriteBuffer(queue, memory_, CL_TRUE, 0, size_, content.data(), 0, nullptr, nullptr),
+                  CL_SUCCESS);
+    }
+    DeviceMirror(const DeviceMirror &) = delete;
+    DeviceMirror &operator=(const DeviceMirror &) = delete;
+    ~DeviceMirror() {
+        if (memory_ != nullptr) clReleaseMemObject(memory_);
+    }
+
+    cl_mem memory() const { return memory_; }
+    std::size_t size() const { return size_; }
+
+    msda::TensorView view() const {
+        msda::TensorView view = tensor_->view().on_device(msda::DeviceType::opencl, 0, static_cast<std::int64_t>(first_));
+        view.data = memory_;
+        return view;
+    }
+
+    // The cl_mem back into the tensor's storage; the filler must be intact.
+    void read_back() {
+        std::vector<std::uint8_t> content(size_);
+        ASSERT_EQ(clEnqueueReadBuffer(queue_, memory_, CL_TRUE, 0, size_, content.data(), 0, nullptr, nullptr),
+                  CL_SUCCESS);
+        for (std::size_t b = 0; b < lead_; ++b) ASSERT_EQ(content[b], kFiller) << "byte " << b << " was written";
+        std::memcpy(tensor_->storage_bytes() + skip_, content.data() + lead_, tensor_->storage_size() - skip_);
+    }
+
+private:
+    cl_command_queue queue_;
+    StridedTensor *tensor_;
+    std::size_t first_, skip_ = 0, lead_ = 0, size_ = 0;
+    cl_mem memory_ = nullptr;
+};
+
+// Every float tensor of a problem mirrored on the device, with the level
+// tables on the host or (tables_on_device) mirrored too.
+struct DeviceTensors {
+    LibraryTensors host;
+    std::vector<std::unique_ptr<DeviceMirror>> mirrors;
+    cl_mem shapes = nullptr, starts = nullptr;
+
+    DeviceTensors(const ProblemData &data, cl_context context, cl_command_queue queue, std::size_t first,
+                  bool tables_on_device = false)
+        : host(data) {
+        for (StridedTensor *t : tensors()) mirrors.push_back(std::make_unique<DeviceMirror>(context, queue, *t, first));
+        if (tables_on_device) {
+            cl_int error = 0;
+            shapes = clCreateBuffer(context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                                    host.shapes32.size() * sizeof(std::int32_t), host.shapes32.data(), &error);
+            EXPECT_EQ(error, CL_SUCCESS);
+            starts = clCreateBuffer(context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                                    host.starts32.size() * sizeof(std::int32_t), host.starts32.data(), &error);
+            EXPECT_EQ(error, CL_SUCCESS);
+        }
+    }
+    ~DeviceTensors() {
+        if (shapes != nullptr) clReleaseMemObject(shapes);
+        if (starts != nullptr) clReleaseMemObject(starts);
+    }
+
+    std::vector<StridedTensor *> tensors() {
+        return {&host.value,       &host.sampling_locations,      &host.attention_weights,     &host.output,
+                &host.grad_output, &host.grad_value,              &host.grad_sampling_locations,
+                &host.grad_attention_weights};
+    }
+    msda::TensorView device(int i) const { return mirrors[i]->view(); }
+
+    msda::TensorView spatial_shapes() const {
+        if (shapes == nullptr) return host.spatial_shapes();
+        msda::TensorView view = msda::TensorView::contiguous(shapes, msda::DType::i32, {host.levels, 2});
+        return view.on_device(msda::DeviceType::opencl);
+    }
+    msda::TensorView level_start_index() const {
+        if (starts == nullptr) return host.level_start_index();
+        return msda::TensorView::contiguous(starts, msda::DType::i32, {host.levels}).on_device(msda::DeviceType::opencl);
+    }
+
+    msda::ForwardArgs forward_args() const {
+        msda::ForwardArgs args;
+        args.value = device(0);
+        args.spatial_shapes = spatial_shapes();
+        args.level_start_index = level_start_index();
+        args.sampling_locations = device(1);
+        args.attention_weights = device(2);
+        args.output = device(3);
+        return args;
+    }
+    msda::BackwardArgs backward_args() const {
+        msda::BackwardArgs args;
+        args.value = device(0);
+        args.spatial_shapes = spatial_shapes();
+        args.level_start_index = level_start_index();
+        args.sampling_locations = device(1);
+        args.attention_weights = device(2);
+        args.grad_output = device(4);
+        args.grad_value = device(5);
+        args.grad_sampling_locations = device(6);
+        args.grad_attention_weights = device(7);
+        return args;
+    }
+    void read_back() {
+        for (auto &mirror : mirrors) mirror->read_back();
+    }
+};
+
+ProblemSpec spec_for(msda::LocationsLayout locations, msda::ValueLayout value, std::int64_t padding) {
+    ProblemSpec spec;
+    spec.name = "device_tensors";
+    spec.batch = 2;
+    spec.queries = 37;
+    spec.heads = 3;
+    spec.channels = 5;
+    spec.points = 3;
+    spec.levels = {{4, 5}, {2, 3}, {1, 1}};
+    spec.locations = Locations::outside;
+    spec.padding = padding;
+    spec.options.locations_layout = locations;
+    spec.options.value_layout = value;
+    spec.seed = 77 + padding;
+    return spec;
+}
+
+// Results and untouched bytes of one forward and backward.
+void expect_correct(DeviceTensors &tensors, const ProblemData &data) {
+    tensors.read_back();
+    msda::testing::expect_matches_reference(data, msda::testing::canonical_results(tensors.host));
+    msda::testing::expect_nothing_written_outside_views(tensors.host);
+    msda::testing::expect_inputs_unchanged(tensors.host, data);
+}
+
+// msda's own queue: results are complete when the calls return. first: 0
+// (the cl_mem as it is), 128 (a multiple of every device's sub-buffer
+// alignment; PoCL's is 128), 4 and 68 (no sub-buffer can start there).
+TEST(OpenClTensors, OnMsdasQueueMatchTheReference) {
+    MSDA_REQUIRE_OPENCL();
+    const msda::OpenClQueue own = msda::opencl_queue();
+    auto context = static_cast<cl_context>(own.context);
+    auto queue = static_cast<cl_command_queue>(own.queue);
+    for (const auto locations : {msda::LocationsLayout::BQHLP2, msda::LocationsLayout::B2QHLP}) {
+        for (const std::size_t first : {std::size_t{0}, std::size_t{128}, std::size_t{4}, std::size_t{68}}) {
+            const auto value = first % 8 ? msda::ValueLayout::BNLC : msda::ValueLayout::BLNC;
+            const ProblemData data(spec_for(locations, value, first == 68 ? 3 : 0));
+            SCOPED_TRACE(data.spec.describe() + " first element at byte " + std::to_string(first));
+            DeviceTensors tensors(data, context, queue, first, first == 128);
+            ASSERT_NO_THROW(msda::forward(tensors.forward_args(), data.spec.options));
+            ASSERT_NO_THROW(msda::backward(tensors.backward_args(), data.spec.options));
+            expect_correct(tensors, data);
+        }
+    }
+}
+
+// A caller's own context and in-order queue (Options::opencl_queue): the
+// work is enqueued there; the results are there once the caller's queue
+// has finished. Then msda forgets the context before it is destroyed.
+TEST(OpenClTensors, OnTheCallersQueueMatchTheReference) {
+    MSDA_REQUIRE_OPENCL();
+    cl_platform_id platform = nullptr;
+    ASSERT_EQ(clGetPlatformIDs(1, &platform, nullptr), CL_SUCCESS);
+    cl_device_id device = nullptr;
+    ASSERT_EQ(clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 1, &device, nullptr), CL_SUCCESS);
+    cl_int error = 0;
+    cl_context context = clCreateContext(nullptr, 1, &device, nullptr, nullptr, &error);
+    ASSERT_EQ(error, CL_SUCCESS);
+    cl_command_queue queue = clCreateCommandQueue(context, device, 0, &error);
+    ASSERT_EQ(error, CL_SUCCESS);
+    {
+        const ProblemData data(spec_for(msda::LocationsLayout::BQHLP2, msda::ValueLayout::BLNC, 2));
+        DeviceTensors tensors(data, context, queue, 0, true);
+        msda::Options options = data.spec.options;
+        options.opencl_queue = queue;
+        ASSERT_NO_THROW(msda::forward(tensors.forward_args(), options));
+        ASSERT_NO_THROW(msda::backward(tensors.backward_args(), options));
+        ASSERT_EQ(clFinish(queue), CL_SUCCESS);
+        expect_correct(tensors, data);
+
+        // The same cl_mem with msda's own queue: another context (the level
+        // tables are read first).
+        try {
+            msda::forward(tensors.forward_args(), data.spec.options);
+            ADD_FAILURE() << "a cl_mem of another context was accepted";
+        } catch (const msda::Error &e) {
+            EXPECT_NE(std::string(e.what()).find("msda: spatial_shapes: its cl_mem belongs to another OpenCL context"),
+                      std::string::npos)
+                << e.what();
+        }
+    }
+    EXPECT_NO_THROW(msda::release_opencl_context(queue));
+    clReleaseCommandQueue(queue);
+    clReleaseContext(context);
+}
+
+// Calls from four threads at once on msda's own queue, each on tensors of
+// its own, at offsets that take each path.
+TEST(OpenClTensors, ConcurrentCallsMatchTheReference) {
+    MSDA_REQUIRE_OPENCL();
+    const msda::OpenClQueue own = msda::opencl_queue();
+    const std::size_t firsts[4] = {0, 128, 4, 256};
+    std::vector<std::unique_ptr<ProblemData>> problems;
+    std::vector<std::unique_ptr<DeviceTensors>> tensors;
+    for (int t = 0; t < 4; ++t) {
+        ProblemSpec spec = spec_for(t % 2 ? msda::LocationsLayout::B2QHLP : msda::LocationsLayout::BQHLP2,
+                                    msda::ValueLayout::BLNC, t);
+        spec.seed = 300 + t;
+        problems.push_back(std::make_unique<ProblemData>(spec));
+        tensors.push_back(std::make_unique<DeviceTensors>(*problems.back(), static_cast<cl_context>(own.context),
+                                                          static_cast<cl_command_queue>(own.queue), firsts[t]));
+    }
+    std::vector<std::string> failures(4);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+        threads.emplace_back([&, t] {
+            try {
+                for (int run = 0; run < 3; ++run) {
+                    msda::forward(tensors[t]->forward_args(), problems[t]->spec.options);
+                    msda::backward(tensors[t]->backward_args(), problems[t]->spec.options);
+                }
+            } catch (const std::exception &e) {
+                failures[t] = e.what();
+            }
+        });
+    }
+    for (std::thread &thread : threads) thread.join();
+    for (int t = 0; t < 4; ++t) {
+        SCOPED_TRACE("thread " + std::to_string(t));
+        EXPECT_EQ(failures[t], "");
+        expect_correct(*tensors[t], *problems[t]);
+    }
+}
+
+// A plan made for OpenCL runs device tensors call after call; one made for
+// the CPU refuses them.
+TEST(OpenClTensors, PlansRunThemOnOpenClOnly) {
+    MSDA_REQUIRE_OPENCL();
+    const msda::OpenClQueue own = msda::opencl_queue();
+    const ProblemData data(spec_for(msda::LocationsLayout::BQHLP2, msda::ValueLayout::BLNC, 1));
+    DeviceTensors tensors(data, static_cast<cl_context>(own.context), static_cast<cl_command_queue>(own.queue), 0);
+    const msda::ProblemSize size = msda::ProblemSize::of(tensors.forward_args(), data.spec.options);
+    msda::Options options = data.spec.options;
+    options.device = msda::Device::opencl;
+    const msda::Plan plan(size, options);
+    for (int run = 0; run < 2; ++run) {
+        ASSERT_NO_THROW(plan.forward(tensors.forward_args()));
+        ASSERT_NO_THROW(plan.backward(tensors.backward_args()));
+    }
+    expect_correct(tensors, data);
+    const msda::Plan cpu_plan(size, data.spec.options);
+    try {
+        cpu_plan.forward(tensors.forward_args());
+        ADD_FAILURE() << "a CPU plan ran OpenCL tensors";
+    } catch (const msda::Error &e) {
+        EXPECT_NE(std::string(e.what()).find("msda: value: is on an OpenCL device, but the plan was made for "
+                                             "Device::cpu"),
+                  std::string::npos)
+            << e.what();
+    }
+}
+
+// With no queries grad_value is zeroed, on the device, elements only.
+TEST(OpenClTensors, AnEmptyQuerySetZeroesGradValue) {
+    MSDA_REQUIRE_OPENCL();
+    const msda::OpenClQueue own = msda::opencl_queue();
+    ProblemSpec spec = spec_for(msda::LocationsLayout::BQHLP2, msda::ValueLayout::BNLC, 2);
+    spec.queries = 0;
+    const ProblemData data(spec);
+    DeviceTensors tensors(data, static_cast<cl_context>(own.context), static_cast<cl_command_queue>(own.queue), 4);
+    ASSERT_NO_THROW(msda::backward(tensors.backward_args(), data.spec.options));
+    tensors.read_back();
+    for (float v : tensors.host.grad_value.canonical()) ASSERT_EQ(v, 0.0f);
+    EXPECT_TRUE(tensors.host.grad_value.outside_view_holds(msda::testing::kSentinel));
+}
+
+// What cannot run is refused before anything is written, naming the tensor.
+TEST(OpenClTensors, BadDeviceTensorsAreRefusedByName) {
+    MSDA_REQUIRE_OPENCL();
+    const msda::OpenClQueue own = msda::opencl_queue();
+    auto context = static_cast<cl_context>(own.context);
+    auto queue = static_cast<cl_command_queue>(own.queue);
+    const ProblemData data(spec_for(msda::LocationsLayout::BQHLP2, msda::ValueLayout::BLNC, 0));
+    DeviceTensors tensors(data, context, queue, 0);
+    const std::vector<std::uint8_t> before = tensors.host.output.bytes();
+    auto expect_refused = [&](const msda::ForwardArgs &args, const msda::Options &options, const std::string &text) {
+        try {
+            msda::forward(args, options);
+            ADD_FAILURE() << "accepted; expected: " << text;
+        } catch (const msda::Error &e) {
+            EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+        }
+    };
+    msda::ForwardArgs mixed = tensors.forward_args();
+    mixed.attention_weights = tensors.host.attention_weights.view();
+    expect_refused(mixed, data.spec.options,
+                   "msda: attention_weights: is a host tensor but value is on OpenCL device 0; the tensors of a "
+                   "call are on one device");
+    msda::ForwardArgs host_value = tensors.forward_args();
+    host_value.value = tensors.host.value.view();
+    expect_refused(host_value, data.spec.options, "msda: sampling_locations: is on OpenCL device 0 but value is a host tensor");
+    msda::ForwardArgs other_id = tensors.forward_args();
+    other_id.output.device_id = 1;
+    expect_refused(other_id, data.spec.options, "msda: output: is on OpenCL device 1 but value is on OpenCL device 0");
+    msda::ForwardArgs cuda = tensors.forward_args();
+    cuda.output.device_type = msda::DeviceType::cuda;
+    expect_refused(cuda, data.spec.options, "msda: output: is on a CUDA device");
+    msda::ForwardArgs past_the_end = tensors.forward_args();
+    past_the_end.output.byte_offset = 1 << 20;
+    expect_refused(past_the_end, data.spec.options, "msda: output: its elements lie at bytes [1048576, ");
+    msda::ForwardArgs tables = tensors.forward_args();
+    tables.value = tensors.host.value.view();
+    tables.sampling_locations = tensors.host.sampling_locations.view();
+    tables.attention_weights = tensors.host.attention_weights.view();
+    tables.output = tensors.host.output.view();
+    tables.spatial_shapes = tables.spatial_shapes.on_device(msda::DeviceType::opencl);
+    expect_refused(tables, data.spec.options, "msda: spatial_shapes: is on OpenCL device 0 but value is a host tensor");
+    msda::Options with_queue = data.spec.options;
+    with_queue.opencl_queue = own.queue;
+    expect_refused(tensors.host.forward_args(), with_queue, "msda: options.opencl_queue: is set, but the call runs on the CPU");
+    msda::ForwardArgs aliased = tensors.forward_args();
+    aliased.output.data = tensors.forward_args().sampling_locations.data;
+    aliased.output.byte_offset = 0;
+    expect_refused(aliased, data.spec.options, "msda: output: its memory overlaps sampling_locations");
+    EXPECT_EQ(tensors.host.output.bytes(), before);
+    tensors.read_back();
+    msda::testing::expect_inputs_unchanged(tensors.host, data);
+    EXPECT_TRUE(tensors.host.output.all_hold(msda::testing::kSentinel));
+}
+
+TEST(OpenClTensors, AnOutOfOrderQueueIsRefused) {
+    MSDA_REQUIRE_OPENCL();
+    const msda::OpenClQueue own = msda::opencl_queue();
+    cl_int error = 0;
+    cl_command_queue queue = clCreateCommandQueue(static_cast<cl_context>(own.context),
+                                                  static_cast<cl_device_id>(own.device),
+                                                  CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, &error);
+    if (error != CL_SUCCESS) GTEST_SKIP() << "this OpenCL device has no out-of-order queues (error " << error << ")";
+    const ProblemData data(spec_for(msda::LocationsLayout::BQHLP2, msda::ValueLayout::BLNC, 0));
+    LibraryTensors tensors(data);
+    msda::Options options = data.spec.options;
+    options.device = msda::Device::opencl;
+    options.opencl_queue = queue;
+    try {
+        msda::forward(tensors.forward_args(), options);
+        ADD_FAILURE() << "an out-of-order queue was accepted";
+    } catch (const msda::Error &e) {
+        EXPECT_NE(std::string(e.what()).find("msda: options.opencl_queue: is an out-of-order queue"), std::string::npos)
+            << e.what();
+    }
+    EXPECT_TRUE(tensors.output.all_hold(msda::testing::kSentinel));
+    clReleaseCommandQueue(queue);
+}
+
+// DLPack's OpenCL tensors (data: the cl_mem) through msda::from_dlpack,
+// and the C API's device fields, reach the same results.
+TEST(OpenClTensors, DlpackAndTheCApiCarryTheDevice) {
+    MSDA_REQUIRE_OPENCL();
+    void *context = nullptr, *queue = nullptr;
+    ASSERT_EQ(msda_opencl_queue(&context, &queue, nullptr), MSDA_OK) << msda_last_error();
+    const ProblemData data(spec_for(msda::LocationsLayout::B2QHLP, msda::ValueLayout::BLNC, 1));
+    DeviceTensors tensors(data, static_cast<cl_context>(context), static_cast<cl_command_queue>(queue), 8);
+    // Each forward view as a DLTensor on kDLOpenCL, then back.
+    msda::ForwardArgs args = tensors.forward_args();
+    std::vector<std::vector<std::int64_t>> shapes, strides;
+    for (msda::TensorView *view : {&args.value, &args.sampling_locations, &args.attention_weights, &args.output}) {
+        shapes.emplace_back(view->shape, view->shape + view->rank);
+        strides.emplace_back(view->strides, view->strides + view->rank);
+        DLTensor dl{};
+        dl.data = view->data;
+        dl.device = {kDLOpenCL, 0};
+        dl.ndim = view->rank;
+        dl.dtype = {kDLFloat, 32, 1};
+        dl.shape = shapes.back().data();
+        dl.strides = strides.back().data();
+        dl.byte_offset = static_cast<std::uint64_t>(view->byte_offset);
+        *view = msda::from_dlpack(dl, "tensor");
+    }
+    ASSERT_NO_THROW(msda::forward(args, data.spec.options));
+    // The backward through the C API.
+    const msda::BackwardArgs backward = tensors.backward_args();
+    auto c_tensor = [](const msda::TensorView &view) {
+        msda_tensor t{};
+        t.data = view.data;
+        t.dtype = static_cast<msda_dtype>(view.dtype);
+        t.rank = view.rank;
+        for (int d = 0; d < view.rank; ++d) {
+            t.shape[d] = view.shape[d];
+            t.strides[d] = view.strides[d];
+        }
+        t.device_type = static_cast<std::int32_t>(view.device_type);
+        t.device_id = view.device_id;
+        t.byte_offset = view.byte_offset;
+        return t;
+    };
+    msda_backward_args c_args{};
+    c_args.value = c_tensor(backward.value);
+    c_args.spatial_shapes = c_tensor(backward.spatial_shapes);
+    c_args.spatial_shapes.device_type = 0;  // a zeroed field: the host
+    c_args.level_start_index = c_tensor(backward.level_start_index);
+    c_args.sampling_locations = c_tensor(backward.sampling_locations);
+    c_args.attention_weights = c_tensor(backward.attention_weights);
+    c_args.grad_output = c_tensor(backward.grad_output);
+    c_args.grad_value = c_tensor(backward.grad_value);
+    c_args.grad_sampling_locations = c_tensor(backward.grad_sampling_locations);
+    c_args.grad_attention_weights = c_tensor(backward.grad_attention_weights);
+    msda_options c_options = msda_default_options();
+    c_options.locations_layout = MSDA_B2QHLP;
+    c_options.align_corners = data.spec.options.align_corners;
+    c_options.padding_mode = static_cast<msda_padding_mode>(data.spec.options.padding_mode);
+    ASSERT_EQ(msda_backward(&c_args, &c_options), MSDA_OK) << msda_last_error();
+    expect_correct(tensors, data);
+}
+
+}  // namespace
