@@ -152,13 +152,14 @@ void expect_close(const torch::Tensor &actual, const torch::Tensor &expected, do
 // gradients its backward gave.
 Results run_msda(const Inputs &inputs, std::array<bool, 3> requires_grad = {true, true, true},
                  const std::string &value_layout = "BLNC", const std::string &locations_layout = "BQHLP2",
-                 bool align_corners = false, const std::string &padding_mode = "zeros") {
+                 bool align_corners = false, const std::string &padding_mode = "zeros",
+                 const std::string &target = "cpu") {
     const torch::Tensor value = as_leaf(inputs.value, requires_grad[0]);
     const torch::Tensor locations = as_leaf(inputs.sampling_locations, requires_grad[1]);
     const torch::Tensor weights = as_leaf(inputs.attention_weights, requires_grad[2]);
     const torch::Tensor output =
         msda_torch::ms_deform_attn(value, inputs.spatial_shapes, inputs.level_start_index, locations, weights,
-                                   value_layout, locations_layout, align_corners, padding_mode);
+                                   value_layout, locations_layout, align_corners, padding_mode, target);
     if (output.requires_grad()) output.backward(inputs.grad_output);
     return {output.detach(), value.grad(), locations.grad(), weights.grad()};
 }
@@ -178,6 +179,46 @@ TEST(TorchOperator, ForwardAndGradientsMatchTheFloat64GridSamplePath) {
         expect_close(actual.grad_value, expected.grad_value, 1e-5, "grad_value");
         expect_close(actual.grad_sampling_locations, expected.grad_sampling_locations, 1e-5, "grad_sampling_locations");
         expect_close(actual.grad_attention_weights, expected.grad_attention_weights, 1e-5, "grad_attention_weights");
+    }
+}
+
+// target "opencl": msda's OpenCL code on the CPU tensors (copied to the
+// device and back), forward and the autograd backward, against the same
+// float64 path; GKA too. SKIPPED where no OpenCL device can run.
+TEST(TorchOperator, TheOpenClTargetMatchesTheFloat64Paths) {
+    bool built = false;
+    for (const msda::CompiledVariant &variant : msda::compiled_variants()) built = built || variant.family == "opencl";
+    if (!built) GTEST_SKIP() << "this build has no OpenCL code (MSDA_OPENCL=OFF)";
+    const msda::OpenClReport report = msda::opencl_devices();
+    if (report.devices.empty()) GTEST_SKIP() << "no OpenCL device: " << report.error;
+    const Problem problem;
+    const Inputs inputs = make_inputs(problem, 7);
+    for (bool border : {false, true}) {
+        const Results expected = msda_reference(problem, inputs, border, border);
+        const Results actual =
+            run_msda(inputs, {true, true, true}, "BLNC", "BQHLP2", border, border ? "border" : "zeros", "opencl");
+        expect_close(actual.output, expected.output, 1e-5, "output");
+        expect_close(actual.grad_value, expected.grad_value, 1e-5, "grad_value");
+        expect_close(actual.grad_sampling_locations, expected.grad_sampling_locations, 1e-5, "grad_sampling_locations");
+        expect_close(actual.grad_attention_weights, expected.grad_attention_weights, 1e-5, "grad_attention_weights");
+    }
+    const Inputs pixels = make_inputs(problem, 8, torch::kFloat32, torch::kFloat32, -1.0, 8.0);
+    const Results gka_expected = gka_reference(problem, pixels, false);
+    const torch::Tensor value = as_leaf(pixels.value, true), weights = as_leaf(pixels.attention_weights, true);
+    const torch::Tensor output = msda_torch::geometric_kernel_attention(
+        value, pixels.spatial_shapes, pixels.level_start_index, pixels.sampling_locations, weights, "floor", "opencl");
+    output.backward(pixels.grad_output);
+    expect_close(output, gka_expected.output, 1e-5, "GKA output");
+    expect_close(value.grad(), gka_expected.grad_value, 1e-5, "GKA grad_value");
+    expect_close(weights.grad(), gka_expected.grad_attention_weights, 1e-5, "GKA grad_attention_weights");
+    // Half precision is refused on OpenCL, with msda's message.
+    const Inputs half = make_inputs(problem, 9, torch::kFloat16);
+    try {
+        msda_torch::ms_deform_attn(half.value, half.spatial_shapes, half.level_start_index, half.sampling_locations,
+                                   half.attention_weights, "BLNC", "BQHLP2", false, "zeros", "opencl");
+        ADD_FAILURE() << "float16 ran on OpenCL";
+    } catch (const c10::Error &e) {
+        EXPECT_NE(std::string(e.what()).find("the OpenCL code computes float32 storage"), std::string::npos) << e.what();
     }
 }
 
@@ -427,6 +468,13 @@ TEST(TorchOperator, ErrorsAreTorchErrorsCarryingMsdasMessage) {
                                                    inputs.sampling_locations, inputs.attention_weights, "up");
         },
         "rounding must be \"floor\" or \"nearest\", got \"up\"");
+    expect_error<c10::ValueError>(
+        [&] {
+            msda_torch::ms_deform_attn(inputs.value, inputs.spatial_shapes, inputs.level_start_index,
+                                       inputs.sampling_locations, inputs.attention_weights, "BLNC", "BQHLP2", false,
+                                       "zeros", "cuda");
+        },
+        "target must be \"cpu\" or \"opencl\", got \"cuda\"");
     // Tensors on a device with no msda kernel: the dispatcher refuses them.
     expect_error<c10::Error>([&] { call(inputs.value.to(torch::kMeta), inputs.sampling_locations.to(torch::kMeta),
                                         inputs.attention_weights.to(torch::kMeta)); },

@@ -52,7 +52,8 @@ torch.ops.load_library(LIBRARY)
 
 
 def ms_deform_attn(value, spatial_shapes, level_start_index, sampling_locations, attention_weights, *,
-                   value_layout="BLNC", locations_layout="BQHLP2", align_corners=False, padding_mode="zeros"):
+                   value_layout="BLNC", locations_layout="BQHLP2", align_corners=False, padding_mode="zeros",
+                   target="cpu"):
     """Multi-scale deformable attention (msda's SPEC).
 
     value (B, L, N_h, C_h) ("BLNC") or (B, N_h, L, C_h) ("BNLC"); spatial_shapes
@@ -61,43 +62,48 @@ def ms_deform_attn(value, spatial_shapes, level_start_index, sampling_locations,
     (B, 2, N_q, N_h, N_l, N_p) ("B2QHLP"), normalized to [0, 1];
     attention_weights (B, N_q, N_h, N_l, N_p). Returns (B, N_q, N_h * C_h).
     float32, float16 or bfloat16 storage; sampling_locations may be float32
-    with half storage.
+    with half storage. target "cpu" (msda's CPU code) or "opencl" (its
+    OpenCL code: the CPU tensors are copied to msda's OpenCL device and the
+    result back; float32 only). The backward runs on the same target.
     """
     return torch.ops.msda.ms_deform_attn(value, spatial_shapes, level_start_index, sampling_locations,
                                          attention_weights, value_layout=value_layout,
                                          locations_layout=locations_layout, align_corners=align_corners,
-                                         padding_mode=padding_mode)
+                                         padding_mode=padding_mode, target=target)
 
 
 def geometric_kernel_attention(value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
-                               *, rounding="floor"):
+                               *, rounding="floor", target="cpu"):
     """Geometric kernel attention: sampling_locations are absolute pixel
     coordinates (x, y), each sample reads one value row (rounding "floor" or
-    "nearest", half to even). sampling_locations get no gradient."""
+    "nearest", half to even). sampling_locations get no gradient. target as
+    for ms_deform_attn."""
     return torch.ops.msda.geometric_kernel_attention(value, spatial_shapes, level_start_index,
-                                                     sampling_locations, attention_weights, rounding=rounding)
+                                                     sampling_locations, attention_weights, rounding=rounding,
+                                                     target=target)
 
 
 def ms_deform_attn_backward(grad_output, value, spatial_shapes, level_start_index, sampling_locations,
                             attention_weights, *, value_layout="BLNC", locations_layout="BQHLP2",
-                            align_corners=False, padding_mode="zeros", output_mask=(True, True, True)):
+                            align_corners=False, padding_mode="zeros", output_mask=(True, True, True),
+                            target="cpu"):
     """(grad_value, grad_sampling_locations, grad_attention_weights); those
     output_mask leaves out are None."""
     return torch.ops.msda.ms_deform_attn_backward(grad_output, value, spatial_shapes, level_start_index,
                                                   sampling_locations, attention_weights,
                                                   value_layout=value_layout, locations_layout=locations_layout,
                                                   align_corners=align_corners, padding_mode=padding_mode,
-                                                  output_mask=list(output_mask))
+                                                  output_mask=list(output_mask), target=target)
 
 
 def geometric_kernel_attention_backward(grad_output, value, spatial_shapes, level_start_index,
                                         sampling_locations, attention_weights, *, rounding="floor",
-                                        output_mask=(True, True)):
+                                        output_mask=(True, True), target="cpu"):
     """(grad_value, grad_attention_weights); those output_mask leaves out are None."""
     return torch.ops.msda.geometric_kernel_attention_backward(grad_output, value, spatial_shapes,
                                                               level_start_index, sampling_locations,
                                                               attention_weights, rounding=rounding,
-                                                              output_mask=list(output_mask))
+                                                              output_mask=list(output_mask), target=target)
 
 
 def multi_scale_deformable_attn(value, value_spatial_shapes, value_level_start_index, sampling_locations,

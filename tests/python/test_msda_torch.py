@@ -104,6 +104,23 @@ class MultiScaleDeformableAttention(Comparisons):
                                   actual, expected):
                 self.assert_close(a, e, 1e-5, name)
 
+    def test_the_opencl_target(self):
+        """target="opencl": msda's OpenCL code on the CPU tensors, forward and
+        autograd backward, against the same float64 path."""
+        inputs = make_inputs(4)
+        try:
+            actual = self.run_msda(inputs, target="opencl")
+        except RuntimeError as error:
+            if "no OpenCL device to run on" in str(error) or "MSDA_OPENCL=OFF" in str(error):
+                self.skipTest(str(error).splitlines()[0])
+            raise
+        expected = msda_reference(inputs[0], inputs[1], inputs[3], inputs[4], inputs[5])
+        for name, a, e in zip(("output", "grad_value", "grad_sampling_locations", "grad_attention_weights"),
+                              actual, expected):
+            self.assert_close(a, e, 1e-5, "opencl " + name)
+        with self.assertRaisesRegex(ValueError, 'target must be "cpu" or "opencl", got "cuda"'):
+            self.run_msda(inputs, target="cuda")
+
     def test_align_corners_and_border_padding(self):
         inputs = make_inputs(4)
         for align_corners in (False, True):

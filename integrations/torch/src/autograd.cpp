@@ -52,19 +52,20 @@ public:
                               const at::Tensor &level_start_index, const at::Tensor &sampling_locations,
                               const at::Tensor &attention_weights, c10::string_view value_layout,
                               c10::string_view locations_layout, bool align_corners,
-                              c10::string_view padding_mode) {
+                              c10::string_view padding_mode, c10::string_view target) {
         at::Tensor output;
         {
             at::AutoDispatchBelowADInplaceOrView below_autograd;
             output = msda_forward_op().call(value, spatial_shapes, level_start_index, sampling_locations,
                                             attention_weights, value_layout, locations_layout, align_corners,
-                                            padding_mode);
+                                            padding_mode, target);
         }
         ctx->save_for_backward({value, spatial_shapes, level_start_index, sampling_locations, attention_weights});
         ctx->saved_data["value_layout"] = std::string(value_layout);
         ctx->saved_data["locations_layout"] = std::string(locations_layout);
         ctx->saved_data["align_corners"] = align_corners;
         ctx->saved_data["padding_mode"] = std::string(padding_mode);
+        ctx->saved_data["target"] = std::string(target);
         return output;
     }
 
@@ -79,14 +80,14 @@ public:
                 grad_outputs[0], saved[kValue], saved[kSpatialShapes], saved[kLevelStartIndex],
                 saved[kSamplingLocations], saved[kAttentionWeights], ctx->saved_data["value_layout"].toStringRef(),
                 ctx->saved_data["locations_layout"].toStringRef(), ctx->saved_data["align_corners"].toBool(),
-                ctx->saved_data["padding_mode"].toStringRef(), wanted);
+                ctx->saved_data["padding_mode"].toStringRef(), wanted, ctx->saved_data["target"].toStringRef());
         }
         variable_list result = not_differentiable_again(
             {std::get<0>(grads), std::get<1>(grads), std::get<2>(grads)}, with_saved(saved, grad_outputs[0]),
             kMsdaForward);
         // One gradient per forward argument, the strings and flags included.
         return {result[0], at::Tensor(), at::Tensor(), result[1], result[2],
-                at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+                at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
     }
 };
 
@@ -94,15 +95,17 @@ class GkaFunction : public torch::autograd::Function<GkaFunction> {
 public:
     static at::Tensor forward(AutogradContext *ctx, const at::Tensor &value, const at::Tensor &spatial_shapes,
                               const at::Tensor &level_start_index, const at::Tensor &sampling_locations,
-                              const at::Tensor &attention_weights, c10::string_view rounding) {
+                              const at::Tensor &attention_weights, c10::string_view rounding,
+                              c10::string_view target) {
         at::Tensor output;
         {
             at::AutoDispatchBelowADInplaceOrView below_autograd;
             output = gka_forward_op().call(value, spatial_shapes, level_start_index, sampling_locations,
-                                           attention_weights, rounding);
+                                           attention_weights, rounding, target);
         }
         ctx->save_for_backward({value, spatial_shapes, level_start_index, sampling_locations, attention_weights});
         ctx->saved_data["rounding"] = std::string(rounding);
+        ctx->saved_data["target"] = std::string(target);
         return output;
     }
 
@@ -115,12 +118,12 @@ public:
             grads = gka_backward_op().call(grad_outputs[0], saved[kValue], saved[kSpatialShapes],
                                            saved[kLevelStartIndex], saved[kSamplingLocations],
                                            saved[kAttentionWeights], ctx->saved_data["rounding"].toStringRef(),
-                                           wanted);
+                                           wanted, ctx->saved_data["target"].toStringRef());
         }
         variable_list result = not_differentiable_again({std::get<0>(grads), std::get<1>(grads)},
                                                         with_saved(saved, grad_outputs[0]), kGkaForward);
         // GKA has no location gradient (SPEC.md): sampling_locations gets none.
-        return {result[0], at::Tensor(), at::Tensor(), at::Tensor(), result[1], at::Tensor()};
+        return {result[0], at::Tensor(), at::Tensor(), at::Tensor(), result[1], at::Tensor(), at::Tensor()};
     }
 };
 
@@ -128,28 +131,29 @@ at::Tensor ms_deform_attn_autograd(const at::Tensor &value, const at::Tensor &sp
                                    const at::Tensor &level_start_index, const at::Tensor &sampling_locations,
                                    const at::Tensor &attention_weights, c10::string_view value_layout,
                                    c10::string_view locations_layout, bool align_corners,
-                                   c10::string_view padding_mode) {
+                                   c10::string_view padding_mode, c10::string_view target) {
     if (!torch::autograd::compute_requires_grad(value, sampling_locations, attention_weights)) {
         at::AutoDispatchBelowADInplaceOrView below_autograd;
         return msda_forward_op().call(value, spatial_shapes, level_start_index, sampling_locations,
                                       attention_weights, value_layout, locations_layout, align_corners,
-                                      padding_mode);
+                                      padding_mode, target);
     }
     return MsdaFunction::apply(value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
-                               value_layout, locations_layout, align_corners, padding_mode);
+                               value_layout, locations_layout, align_corners, padding_mode, target);
 }
 
 at::Tensor geometric_kernel_attention_autograd(const at::Tensor &value, const at::Tensor &spatial_shapes,
                                                const at::Tensor &level_start_index,
                                                const at::Tensor &sampling_locations,
-                                               const at::Tensor &attention_weights, c10::string_view rounding) {
+                                               const at::Tensor &attention_weights, c10::string_view rounding,
+                                               c10::string_view target) {
     if (!torch::autograd::compute_requires_grad(value, attention_weights)) {
         at::AutoDispatchBelowADInplaceOrView below_autograd;
         return gka_forward_op().call(value, spatial_shapes, level_start_index, sampling_locations,
-                                     attention_weights, rounding);
+                                     attention_weights, rounding, target);
     }
     return GkaFunction::apply(value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
-                              rounding);
+                              rounding, target);
 }
 
 }  // namespace

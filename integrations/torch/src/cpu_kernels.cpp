@@ -100,9 +100,9 @@ at::Tensor ms_deform_attn_cpu(const at::Tensor &value, const at::Tensor &spatial
                               const at::Tensor &level_start_index, const at::Tensor &sampling_locations,
                               const at::Tensor &attention_weights, c10::string_view value_layout,
                               c10::string_view locations_layout, bool align_corners,
-                              c10::string_view padding_mode) {
+                              c10::string_view padding_mode, c10::string_view target) {
     const msda::Options options =
-        msda_options(kMsdaForward, value_layout, locations_layout, align_corners, padding_mode);
+        msda_options(kMsdaForward, value_layout, locations_layout, align_corners, padding_mode, target);
     return forward(kMsdaForward, options, value, spatial_shapes, level_start_index, sampling_locations,
                    attention_weights);
 }
@@ -111,9 +111,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ms_deform_attn_backward_cpu(
     const at::Tensor &grad_output, const at::Tensor &value, const at::Tensor &spatial_shapes,
     const at::Tensor &level_start_index, const at::Tensor &sampling_locations,
     const at::Tensor &attention_weights, c10::string_view value_layout, c10::string_view locations_layout,
-    bool align_corners, c10::string_view padding_mode, std::array<bool, 3> output_mask) {
+    bool align_corners, c10::string_view padding_mode, std::array<bool, 3> output_mask, c10::string_view target) {
     const msda::Options options =
-        msda_options(kMsdaBackward, value_layout, locations_layout, align_corners, padding_mode);
+        msda_options(kMsdaBackward, value_layout, locations_layout, align_corners, padding_mode, target);
     auto grads = backward(kMsdaBackward, options, output_mask, grad_output, value, spatial_shapes,
                           level_start_index, sampling_locations, attention_weights);
     return {grads[0], grads[1], grads[2]};
@@ -122,16 +122,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ms_deform_attn_backward_cpu(
 at::Tensor geometric_kernel_attention_cpu(const at::Tensor &value, const at::Tensor &spatial_shapes,
                                           const at::Tensor &level_start_index,
                                           const at::Tensor &sampling_locations,
-                                          const at::Tensor &attention_weights, c10::string_view rounding) {
-    return forward(kGkaForward, gka_options(kGkaForward, rounding), value, spatial_shapes, level_start_index,
+                                          const at::Tensor &attention_weights, c10::string_view rounding,
+                                          c10::string_view target) {
+    return forward(kGkaForward, gka_options(kGkaForward, rounding, target), value, spatial_shapes, level_start_index,
                    sampling_locations, attention_weights);
 }
 
 std::tuple<at::Tensor, at::Tensor> geometric_kernel_attention_backward_cpu(
     const at::Tensor &grad_output, const at::Tensor &value, const at::Tensor &spatial_shapes,
     const at::Tensor &level_start_index, const at::Tensor &sampling_locations,
-    const at::Tensor &attention_weights, c10::string_view rounding, std::array<bool, 2> output_mask) {
-    auto grads = backward(kGkaBackward, gka_options(kGkaBackward, rounding), {output_mask[0], false, output_mask[1]},
+    const at::Tensor &attention_weights, c10::string_view rounding, std::array<bool, 2> output_mask,
+    c10::string_view target) {
+    auto grads = backward(kGkaBackward, gka_options(kGkaBackward, rounding, target), {output_mask[0], false, output_mask[1]},
                           grad_output, value, spatial_shapes, level_start_index, sampling_locations,
                           attention_weights);
     return {grads[0], grads[2]};

@@ -15,17 +15,17 @@
 TORCH_LIBRARY(msda, m) {
     m.def("ms_deform_attn(Tensor value, Tensor spatial_shapes, Tensor level_start_index, "
           "Tensor sampling_locations, Tensor attention_weights, *, str value_layout=\"BLNC\", "
-          "str locations_layout=\"BQHLP2\", bool align_corners=False, str padding_mode=\"zeros\") -> Tensor");
+          "str locations_layout=\"BQHLP2\", bool align_corners=False, str padding_mode=\"zeros\", str target=\"cpu\") -> Tensor");
     m.def("ms_deform_attn_backward(Tensor grad_output, Tensor value, Tensor spatial_shapes, "
           "Tensor level_start_index, Tensor sampling_locations, Tensor attention_weights, *, "
           "str value_layout=\"BLNC\", str locations_layout=\"BQHLP2\", bool align_corners=False, "
-          "str padding_mode=\"zeros\", bool[3] output_mask=[True, True, True]) "
+          "str padding_mode=\"zeros\", bool[3] output_mask=[True, True, True], str target=\"cpu\") "
           "-> (Tensor grad_value, Tensor grad_sampling_locations, Tensor grad_attention_weights)");
     m.def("geometric_kernel_attention(Tensor value, Tensor spatial_shapes, Tensor level_start_index, "
-          "Tensor sampling_locations, Tensor attention_weights, *, str rounding=\"floor\") -> Tensor");
+          "Tensor sampling_locations, Tensor attention_weights, *, str rounding=\"floor\", str target=\"cpu\") -> Tensor");
     m.def("geometric_kernel_attention_backward(Tensor grad_output, Tensor value, Tensor spatial_shapes, "
           "Tensor level_start_index, Tensor sampling_locations, Tensor attention_weights, *, "
-          "str rounding=\"floor\", bool[2] output_mask=[True, True]) "
+          "str rounding=\"floor\", bool[2] output_mask=[True, True], str target=\"cpu\") "
           "-> (Tensor grad_value, Tensor grad_attention_weights)");
 }
 
@@ -81,10 +81,21 @@ Enum choice_of(const char *op, const char *what, c10::string_view text,
 
 }  // namespace
 
+namespace {
+
+// "cpu": msda's CPU code; "opencl": its OpenCL code, the host tensors
+// copied to the device and the results back (Options::device).
+msda::Device device_of(const char *op, c10::string_view target) {
+    return choice_of<msda::Device>(op, "target", target, {{"cpu", msda::Device::cpu}, {"opencl", msda::Device::opencl}});
+}
+
+}  // namespace
+
 msda::Options msda_options(const char *op, c10::string_view value_layout, c10::string_view locations_layout,
-                           bool align_corners, c10::string_view padding_mode) {
+                           bool align_corners, c10::string_view padding_mode, c10::string_view target) {
     msda::Options options;
     options.op = msda::Operator::msda;
+    options.device = device_of(op, target);
     options.value_layout = choice_of<msda::ValueLayout>(op, "value_layout", value_layout,
                                      {{"BLNC", msda::ValueLayout::BLNC}, {"BNLC", msda::ValueLayout::BNLC}});
     options.locations_layout =
@@ -96,9 +107,10 @@ msda::Options msda_options(const char *op, c10::string_view value_layout, c10::s
     return options;
 }
 
-msda::Options gka_options(const char *op, c10::string_view rounding) {
+msda::Options gka_options(const char *op, c10::string_view rounding, c10::string_view target) {
     msda::Options options;
     options.op = msda::Operator::gka;
+    options.device = device_of(op, target);
     options.rounding =
         choice_of<msda::Rounding>(op, "rounding", rounding, {{"floor", msda::Rounding::floor}, {"nearest", msda::Rounding::nearest}});
     options.grad_sampling_locations = false;
@@ -129,35 +141,38 @@ void use_torch_threads() {
 at::Tensor ms_deform_attn(const at::Tensor &value, const at::Tensor &spatial_shapes,
                           const at::Tensor &level_start_index, const at::Tensor &sampling_locations,
                           const at::Tensor &attention_weights, c10::string_view value_layout,
-                          c10::string_view locations_layout, bool align_corners, c10::string_view padding_mode) {
+                          c10::string_view locations_layout, bool align_corners, c10::string_view padding_mode,
+                          c10::string_view target) {
     return detail::msda_forward_op().call(value, spatial_shapes, level_start_index, sampling_locations,
                                           attention_weights, value_layout, locations_layout, align_corners,
-                                          padding_mode);
+                                          padding_mode, target);
 }
 
 at::Tensor geometric_kernel_attention(const at::Tensor &value, const at::Tensor &spatial_shapes,
                                       const at::Tensor &level_start_index, const at::Tensor &sampling_locations,
-                                      const at::Tensor &attention_weights, c10::string_view rounding) {
+                                      const at::Tensor &attention_weights, c10::string_view rounding,
+                                      c10::string_view target) {
     return detail::gka_forward_op().call(value, spatial_shapes, level_start_index, sampling_locations,
-                                         attention_weights, rounding);
+                                         attention_weights, rounding, target);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> ms_deform_attn_backward(
     const at::Tensor &grad_output, const at::Tensor &value, const at::Tensor &spatial_shapes,
     const at::Tensor &level_start_index, const at::Tensor &sampling_locations,
     const at::Tensor &attention_weights, c10::string_view value_layout, c10::string_view locations_layout,
-    bool align_corners, c10::string_view padding_mode, std::array<bool, 3> output_mask) {
+    bool align_corners, c10::string_view padding_mode, std::array<bool, 3> output_mask, c10::string_view target) {
     return detail::msda_backward_op().call(grad_output, value, spatial_shapes, level_start_index,
                                            sampling_locations, attention_weights, value_layout,
-                                           locations_layout, align_corners, padding_mode, output_mask);
+                                           locations_layout, align_corners, padding_mode, output_mask, target);
 }
 
 std::tuple<at::Tensor, at::Tensor> geometric_kernel_attention_backward(
     const at::Tensor &grad_output, const at::Tensor &value, const at::Tensor &spatial_shapes,
     const at::Tensor &level_start_index, const at::Tensor &sampling_locations,
-    const at::Tensor &attention_weights, c10::string_view rounding, std::array<bool, 2> output_mask) {
+    const at::Tensor &attention_weights, c10::string_view rounding, std::array<bool, 2> output_mask,
+    c10::string_view target) {
     return detail::gka_backward_op().call(grad_output, value, spatial_shapes, level_start_index,
-                                          sampling_locations, attention_weights, rounding, output_mask);
+                                          sampling_locations, attention_weights, rounding, output_mask, target);
 }
 
 msda::TensorView tensor_view(const at::Tensor &tensor, const char *name) {

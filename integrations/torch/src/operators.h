@@ -20,18 +20,21 @@ inline constexpr const char *kMsdaBackward = "msda::ms_deform_attn_backward";
 inline constexpr const char *kGkaForward = "msda::geometric_kernel_attention";
 inline constexpr const char *kGkaBackward = "msda::geometric_kernel_attention_backward";
 
+// Each ends with its `target` ("cpu" or "opencl").
 using MsdaForwardSignature = at::Tensor(const at::Tensor &, const at::Tensor &, const at::Tensor &,
                                         const at::Tensor &, const at::Tensor &, c10::string_view,
-                                        c10::string_view, bool, c10::string_view);
+                                        c10::string_view, bool, c10::string_view, c10::string_view);
 using MsdaBackwardSignature = std::tuple<at::Tensor, at::Tensor, at::Tensor>(
     const at::Tensor &, const at::Tensor &, const at::Tensor &, const at::Tensor &, const at::Tensor &,
-    const at::Tensor &, c10::string_view, c10::string_view, bool, c10::string_view, std::array<bool, 3>);
+    const at::Tensor &, c10::string_view, c10::string_view, bool, c10::string_view, std::array<bool, 3>,
+    c10::string_view);
 using GkaForwardSignature = at::Tensor(const at::Tensor &, const at::Tensor &, const at::Tensor &,
-                                       const at::Tensor &, const at::Tensor &, c10::string_view);
+                                       const at::Tensor &, const at::Tensor &, c10::string_view, c10::string_view);
 using GkaBackwardSignature = std::tuple<at::Tensor, at::Tensor>(const at::Tensor &, const at::Tensor &,
                                                                 const at::Tensor &, const at::Tensor &,
                                                                 const at::Tensor &, const at::Tensor &,
-                                                                c10::string_view, std::array<bool, 2>);
+                                                                c10::string_view, std::array<bool, 2>,
+                                                                c10::string_view);
 
 // The operators as the dispatcher holds them (found once, on first use).
 const c10::TypedOperatorHandle<MsdaForwardSignature> &msda_forward_op();
@@ -41,8 +44,8 @@ const c10::TypedOperatorHandle<GkaBackwardSignature> &gka_backward_op();
 
 // The options the schemas' strings name; an unknown name is a c10::ValueError.
 msda::Options msda_options(const char *op, c10::string_view value_layout, c10::string_view locations_layout,
-                           bool align_corners, c10::string_view padding_mode);
-msda::Options gka_options(const char *op, c10::string_view rounding);
+                           bool align_corners, c10::string_view padding_mode, c10::string_view target);
+msda::Options gka_options(const char *op, c10::string_view rounding, c10::string_view target);
 
 // A floating tensor msda stores in: float32, float16 or bfloat16, else a
 // c10::TypeError naming the operator, the tensor and its dtype.

@@ -8,6 +8,11 @@
 // torch.ops.load_library (python/msda_torch). The functions below call the
 // dispatcher, so a tensor that requires grad gets its gradient through them.
 //
+// target: "cpu" (msda's CPU code) or "opencl" (its OpenCL code, on msda's
+// OpenCL device: the CPU tensors are copied to it and the results back, as
+// msda::Options::device = opencl; float32 only). LibTorch has no OpenCL
+// device of its own, so the tensors are CPU tensors either way.
+//
 // Tensors keep their own strides and dtypes (float32, float16, bfloat16
 // storage; int32 or int64 spatial_shapes and level_start_index): msda reads
 // them in place, and copies only a value or grad_output whose channels are
@@ -35,7 +40,7 @@ at::Tensor ms_deform_attn(const at::Tensor &value, const at::Tensor &spatial_sha
                           const at::Tensor &level_start_index, const at::Tensor &sampling_locations,
                           const at::Tensor &attention_weights, c10::string_view value_layout = "BLNC",
                           c10::string_view locations_layout = "BQHLP2", bool align_corners = false,
-                          c10::string_view padding_mode = "zeros");
+                          c10::string_view padding_mode = "zeros", c10::string_view target = "cpu");
 
 // GKA: sampling_locations are absolute pixel coordinates; rounding "floor"
 // or "nearest" (half to even). There is no location gradient: a
@@ -44,7 +49,7 @@ at::Tensor geometric_kernel_attention(const at::Tensor &value, const at::Tensor 
                                       const at::Tensor &level_start_index,
                                       const at::Tensor &sampling_locations,
                                       const at::Tensor &attention_weights,
-                                      c10::string_view rounding = "floor");
+                                      c10::string_view rounding = "floor", c10::string_view target = "cpu");
 
 // The backwards, for engines with their own autograd. output_mask says which
 // gradients to compute (grad_value, grad_sampling_locations,
@@ -54,13 +59,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ms_deform_attn_backward(
     const at::Tensor &level_start_index, const at::Tensor &sampling_locations,
     const at::Tensor &attention_weights, c10::string_view value_layout = "BLNC",
     c10::string_view locations_layout = "BQHLP2", bool align_corners = false,
-    c10::string_view padding_mode = "zeros", std::array<bool, 3> output_mask = {true, true, true});
+    c10::string_view padding_mode = "zeros", std::array<bool, 3> output_mask = {true, true, true},
+    c10::string_view target = "cpu");
 // (grad_value, grad_attention_weights).
 std::tuple<at::Tensor, at::Tensor> geometric_kernel_attention_backward(
     const at::Tensor &grad_output, const at::Tensor &value, const at::Tensor &spatial_shapes,
     const at::Tensor &level_start_index, const at::Tensor &sampling_locations,
     const at::Tensor &attention_weights, c10::string_view rounding = "floor",
-    std::array<bool, 2> output_mask = {true, true});
+    std::array<bool, 2> output_mask = {true, true}, c10::string_view target = "cpu");
 
 // The view msda's C++ API reads a CPU tensor through: its data pointer,
 // dtype, sizes and strides, with no copy (for msda::Plan with torch tensors).
