@@ -102,6 +102,12 @@ else ()
     set(MSDA_OPENCL_TARGET x86-64-linux-opencl)
 endif ()
 
+# Every variant's lowered statements (build/generators/*.stmt), for review.
+# Off by default: Halide's helper declares one statement file for a library
+# compiled for several targets, where the generator writes one per target,
+# so with it on every build regenerates every CPU variant.
+option(MSDA_KEEP_STMT "Keep each variant's Halide statement files in build/generators" OFF)
+
 # user_context: errors reach the calling thread's msda::Error.
 # large_buffers: 64-bit index arithmetic for tensors past 2^31 elements.
 set(MSDA_HALIDE_FEATURES user_context large_buffers)
@@ -166,6 +172,10 @@ function(msda_add_variant NAME)
                    locations=${halide_type_${ARG_LOCATIONS}} op=${ARG_OP} levels=${ARG_LEVELS}
                    points=${ARG_POINTS} ${ARG_PARAMS})
     endif ()
+    set(review_outputs "")
+    if (MSDA_KEEP_STMT)
+        set(review_outputs STMT ${NAME}_STMT)
+    endif ()
     add_halide_library(${NAME}
         FROM msda::halide_generators::msda_generators
         GENERATOR ${ARG_GENERATOR}
@@ -173,7 +183,8 @@ function(msda_add_variant NAME)
         TARGETS ${targets}
         FEATURES ${MSDA_HALIDE_FEATURES}
         USE_RUNTIME msda_halide_runtime
-        PARAMS ${params})
+        PARAMS ${params}
+        ${review_outputs})
     set_property(GLOBAL APPEND PROPERTY MSDA_VARIANTS
                  "${NAME}|${ARG_FAMILY}|${ARG_KIND}|${ARG_CHANNELS}|${ARG_DTYPE}|${ARG_LOCATIONS}|${ARG_OP}|${ARG_LEVELS}|${ARG_POINTS}")
 endfunction()
