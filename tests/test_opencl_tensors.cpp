@@ -205,6 +205,22 @@ TEST(OpenClTensors, OnMsdasQueueMatchTheReference) {
     }
 }
 
+// Location planes a sub-buffer can start at (B2QHLP with N_q N_h N_l N_p
+// a multiple of 32 floats, 128 bytes), both written by one kernel as
+// sub-buffers of one cl_mem, never beside the whole buffer.
+TEST(OpenClTensors, AlignedPlanesOfOneBufferMatchTheReference) {
+    MSDA_REQUIRE_OPENCL();
+    const msda::OpenClQueue own = msda::opencl_queue();
+    ProblemSpec spec = spec_for(msda::LocationsLayout::B2QHLP, msda::ValueLayout::BLNC, 0);
+    spec.queries = 32;
+    const ProblemData data(spec);
+    DeviceTensors tensors(data, static_cast<cl_context>(own.context), static_cast<cl_command_queue>(own.queue), 0);
+    ASSERT_EQ(tensors.backward_args().grad_sampling_locations.strides[1] * 4 % 128, 0);
+    ASSERT_NO_THROW(msda::forward(tensors.forward_args(), data.spec.options));
+    ASSERT_NO_THROW(msda::backward(tensors.backward_args(), data.spec.options));
+    expect_correct(tensors, data);
+}
+
 // A caller's own context and in-order queue (Options::opencl_queue): the
 // work is enqueued there; the results are there once the caller's queue
 // has finished. Then msda forgets the context before it is destroyed.
@@ -369,6 +385,18 @@ TEST(OpenClTensors, BadDeviceTensorsAreRefusedByName) {
     msda::Options with_queue = data.spec.options;
     with_queue.opencl_queue = own.queue;
     expect_refused(tensors.host.forward_args(), with_queue, "msda: options.opencl_queue: is set, but the call runs on the CPU");
+    msda::ForwardArgs flipped = tensors.forward_args();
+    flipped.value.byte_offset += (flipped.value.shape[1] - 1) * flipped.value.strides[1] * 4;
+    flipped.value.strides[1] = -flipped.value.strides[1];
+    expect_refused(flipped, data.spec.options, "msda: value: dimension 1 has stride -");
+    // Host tensors on Device::opencl too (N_p = 3: the last point first).
+    msda::ForwardArgs host_flipped = tensors.host.forward_args();
+    msda::TensorView &weights = host_flipped.attention_weights;
+    weights.data = static_cast<float *>(weights.data) + (weights.shape[4] - 1) * weights.strides[4];
+    weights.strides[4] = -weights.strides[4];
+    msda::Options on_opencl = data.spec.options;
+    on_opencl.device = msda::Device::opencl;
+    expect_refused(host_flipped, on_opencl, "msda: attention_weights: dimension 4 has stride -");
     msda::ForwardArgs aliased = tensors.forward_args();
     aliased.output.data = tensors.forward_args().sampling_locations.data;
     aliased.output.byte_offset = 0;

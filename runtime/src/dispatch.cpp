@@ -254,11 +254,11 @@ void for_each_element(const halide_buffer_t &buffer, int dimension, std::int64_t
 // and once the call has succeeded its results are copied back into the
 // caller's memory (their elements only); the device buffers are a Plan's
 // (given back to it as the call ends) or the generated code's own (freed
-// however the call ends). Tensors on the device: a cl_mem is
-// handed to the generated code as it is where the buffer's element 0 is at
-// offset 0; as a sub-buffer where the offset is a multiple of the device's
-// base address alignment (OpenCL's rule for sub-buffers); otherwise, and
-// for negative strides, through host memory: an input's span is read back
+// however the call ends). Tensors on the device: a cl_mem is handed to the
+// generated code as it is where the buffer's element 0 is at offset 0 and
+// no other buffer of the call shares its parent; as a sub-buffer of its
+// span where the offset is a multiple of the device's base address
+// alignment (OpenCL's rule for sub-buffers); otherwise through host memory: an input's span is read back
 // (then copied to the device by the generated code), an output's results
 // come back to host memory and are written into its elements in the
 // cl_mem, whose other bytes keep what they held. buffers[0, inputs) are
@@ -280,6 +280,16 @@ public:
     // Before the call: each buffer's memory on the device, or marked to be
     // copied there.
     void prepare() {
+        // Each device buffer's parent: OpenCL leaves a kernel's writes
+        // undefined where it also reaches the same memory through a buffer
+        // and its sub-buffer, so a cl_mem goes to the kernels as it is only
+        // when no other tensor of the call shares its parent.
+        std::vector<void *> roots(buffers_.size(), nullptr);
+        for (std::size_t i = 0; i < buffers_.size(); ++i) {
+            if (buffers_[i]->device_handle != nullptr) {
+                roots[i] = opencl::memory(buffers_[i]->device_handle, variant_.name).root;
+            }
+        }
         for (std::size_t i = 0; i < buffers_.size(); ++i) {
             HalideBuffer &b = *buffers_[i];
             halide_buffer_t *raw = b.get();
@@ -303,14 +313,18 @@ public:
             device_tensors_ = true;
             const Reach reach = buffer_reach(*raw);
             const std::int64_t element = raw->type.bytes();
-            if (reach.low == 0 && b.device_offset == 0) {
+            const bool alone = std::count(roots.begin(), roots.end(), roots[i]) == 1;
+            if (reach.low == 0 && b.device_offset == 0 && alone) {
                 wrap(i, b.device_handle);
                 continue;
             }
-            if (reach.low == 0 && b.device_offset % static_cast<std::int64_t>(opencl::base_alignment(queue_)) == 0) {
-                const opencl::Memory memory = opencl::memory(b.device_handle, variant_.name);
+            const opencl::Memory memory = opencl::memory(b.device_handle, variant_.name);
+            const std::uint64_t origin = memory.root_offset + static_cast<std::uint64_t>(b.device_offset);
+            if (reach.low == 0 && origin % opencl::base_alignment(queue_) == 0) {
+                // Exactly its elements' span: sub-buffers of one parent
+                // that the call writes never overlap (validation).
                 std::int32_t error = 0;
-                void *sub = opencl::sub_buffer(memory.root, memory.root_offset + b.device_offset,
+                void *sub = opencl::sub_buffer(memory.root, origin,
                                                static_cast<std::uint64_t>((reach.high + 1) * element), error);
                 if (sub != nullptr) {
                     subs_.push_back(sub);
@@ -339,6 +353,7 @@ public:
             const std::int32_t error = opencl::finish(queue_);
             if (error != 0) fail_with("waiting for", error, "clFinish failed");
         }
+        completed_ = true;
     }
 
 private:
@@ -417,13 +432,21 @@ private:
         for (HalideBuffer *buffer : buffers_) {
             halide_buffer_t *raw = buffer->get();
             if (raw->device != 0) halide_device_free(&context, raw);
+            // Even where the free failed: the next call of this backward
+            // hands the same buffer over afresh.
+            raw->device = 0;
+            raw->device_interface = nullptr;
             raw->flags = 0;
             if (buffer->device_handle != nullptr) raw->host = nullptr;
         }
         for (void *sub : subs_) opencl::release(sub);
         subs_.clear();
+        // A failed call may leave kernels running on the plan's buffers:
+        // they are given back for the next call once the queue is done.
+        if (!completed_ && !pooled_.empty()) opencl::finish(queue_);
         for (const auto &[memory, bytes] : pooled_) pool_->give(queue_, memory, bytes);
         pooled_.clear();
+        opencl::release_leftover_lock();
     }
 
     const Variant &variant_;
@@ -437,6 +460,7 @@ private:
     std::vector<std::pair<void *, std::uint64_t>> pooled_;  // a Plan's buffers taken, and their sizes
     std::vector<Staged> staged_;
     bool device_tensors_ = false;
+    bool completed_ = false;
 };
 
 template <typename... Extras>

@@ -291,11 +291,14 @@ Queue own_queue(std::string &message) {
 
 // One lock for every use of Halide's OpenCL runtime state (its kernels are
 // shared objects whose arguments are set, then enqueued), as its own hook
-// serializes them.
+// serializes them. Whether this thread holds it: Halide releases after a
+// failed acquire too, and a few of its error paths return without
+// releasing, so the hooks and release_leftover_lock go by this flag.
 std::mutex &runtime_lock() {
     static std::mutex lock;
     return lock;
 }
+thread_local bool holds_runtime_lock = false;
 
 }  // namespace
 
@@ -376,6 +379,13 @@ std::int32_t write(const Queue &queue, void *memory, std::uint64_t offset, std::
 
 std::int32_t finish(const Queue &queue) { return loaded_library().finish(queue.queue); }
 
+void release_leftover_lock() {
+    if (holds_runtime_lock) {
+        holds_runtime_lock = false;
+        runtime_lock().unlock();
+    }
+}
+
 Pool::~Pool() {
     for (const Free &buffer : free_) release(buffer.memory);
 }
@@ -439,11 +449,17 @@ void release_opencl_context(void *queue) {
     Options options;
     options.opencl_queue = queue;
     const detail::opencl::Queue checked = detail::opencl::call_queue(options);
+    const std::int32_t finished = detail::opencl::finish(checked);
+    if (finished != 0) {
+        throw Error("msda: release_opencl_context: waiting for the queue failed with OpenCL error " +
+                    std::to_string(finished));
+    }
     detail::install_error_handler();
     detail::CallContext context;
     context.cl_context = checked.context;
     context.cl_queue = checked.queue;
     halide_device_release(&context, halide_opencl_device_interface());
+    detail::opencl::release_leftover_lock();  // its error paths return holding it
     if (!context.message.empty()) throw Error("msda: release_opencl_context failed: " + context.message);
 #else
     (void)queue;
@@ -464,6 +480,7 @@ void release_opencl_context(void *queue) {
 extern "C" int halide_acquire_cl_context(void *user_context, void **context, void **queue, bool create) {
     using namespace msda::detail;
     opencl::runtime_lock().lock();
+    opencl::holds_runtime_lock = true;
     const auto *call = static_cast<const CallContext *>(user_context);
     if (call != nullptr && call->cl_queue != nullptr) {
         *context = call->cl_context;
@@ -481,8 +498,8 @@ extern "C" int halide_acquire_cl_context(void *user_context, void **context, voi
     const opencl::Queue own = opencl::own_queue(message);
     if (own.queue == nullptr) {
         if (user_context != nullptr) static_cast<CallContext *>(user_context)->message += message;
-        opencl::runtime_lock().unlock();
-        return -1;  // halide_error_code_generic_error
+        opencl::release_leftover_lock();  // Halide may or may not release after a failed acquire
+        return -1;                        // halide_error_code_generic_error
     }
     *context = own.context;
     *queue = own.queue;
@@ -490,7 +507,7 @@ extern "C" int halide_acquire_cl_context(void *user_context, void **context, voi
 }
 
 extern "C" int halide_release_cl_context(void *) {
-    msda::detail::opencl::runtime_lock().unlock();
+    msda::detail::opencl::release_leftover_lock();
     return 0;
 }
 #endif

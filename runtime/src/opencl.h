@@ -54,6 +54,11 @@ std::int32_t read(const Queue &queue, void *memory, std::uint64_t offset, std::s
 std::int32_t write(const Queue &queue, void *memory, std::uint64_t offset, std::size_t bytes, const void *host);
 std::int32_t finish(const Queue &queue);
 
+// Unlocks the lock msda's acquire hook takes around Halide's OpenCL
+// operations, if this thread still holds it (after a Halide error path that
+// returns without releasing).
+void release_leftover_lock();
+
 // Device buffers a Plan keeps between its calls on host tensors: a call
 // takes one per host tensor (a buffer of exactly the size it needs, made
 // when none is free), the generated code copies the tensor into it, and the

@@ -520,11 +520,24 @@ CheckedCall start_check(const Args &args, const Options &options) {
     return call;
 }
 
-// The device tensors' memory, once their shapes are checked.
+// The device tensors' memory, once their shapes are checked; on OpenCL,
+// host tensors or not, non-negative strides (Halide's OpenCL buffers
+// address memory upwards from their first element).
 template <typename Args>
 void check_device_tensors(const Args &args, const CheckedCall &call) {
-    if (!call.device_tensors) return;
-    for (const Named &named : call_tensors(args)) check_device_memory(*named.tensor, named.name, call);
+    if (call.device != Device::opencl) return;
+    for (const Named &named : call_tensors(args)) {
+        const TensorView &t = *named.tensor;
+        if (!t.present()) continue;
+        for (int d = 0; d < t.rank; d++) {
+            if (t.shape[d] > 1 && t.strides[d] < 0) {
+                fail(named.name, "dimension " + std::to_string(d) + " has stride " + std::to_string(t.strides[d]) +
+                                     "; the OpenCL code needs non-negative strides (pass a copy, or compute on "
+                                     "the CPU)");
+            }
+        }
+        if (call.device_tensors) check_device_memory(t, named.name, call);
+    }
 }
 
 }  // namespace

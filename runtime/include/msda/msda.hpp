@@ -150,8 +150,10 @@ struct Options {
     // OpenCL: the command queue (a cl_command_queue, in order) the call's
     // work is enqueued on; its context is the one the device tensors' cl_mem
     // belong to and its device the one that computes. nullptr: msda's own
-    // queue (opencl_queue()). The caller keeps the queue alive during the
-    // call; msda neither retains nor finishes it.
+    // queue (opencl_queue()). msda does not retain the queue: the caller
+    // keeps it alive during the call (and, for a Plan, while the plan holds
+    // device buffers in its context). The call waits for the queue where it
+    // copies between host and device itself (docs/opencl.md).
     void *opencl_queue = nullptr;
 };
 
@@ -302,9 +304,8 @@ struct CpuDispatch {
 CpuDispatch cpu_dispatch();
 
 // The OpenCL devices this machine has (msda info lists them), read through
-// the ICD loader (libOpenCL.so.1) as Halide's OpenCL runtime reads them;
-// Device::opencl runs on the first of the first platform unless
-// HL_OCL_PLATFORM_NAME / HL_OCL_DEVICE_TYPE choose another. error says why
+// the ICD loader (libOpenCL.so.1) as Halide's OpenCL runtime reads them
+// (opencl_queue() says which one msda's own queue is on). error says why
 // there are none.
 struct OpenClDevice {
     std::string platform, platform_version;
@@ -318,9 +319,10 @@ struct OpenClReport {
 };
 OpenClReport opencl_devices();
 
-// msda's own OpenCL context and queue (created on first use, on the device
-// opencl_devices() describes as the first suitable one; HL_OCL_* choose
-// another): the calls without Options::opencl_queue run on them, so device
+// msda's own OpenCL context and queue (created on first use as Halide's
+// OpenCL runtime creates its own: the first platform, its device with the
+// most compute units; HL_OCL_PLATFORM_NAME, HL_OCL_DEVICE_TYPE and
+// HL_GPU_DEVICE choose another): the calls without Options::opencl_queue run on them, so device
 // tensors for such calls are cl_mem of this context. The handles stay
 // msda's (do not release them). Throws msda::Error when there is no OpenCL
 // device or this build has no OpenCL code.
