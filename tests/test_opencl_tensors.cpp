@@ -131,23 +131,24 @@ struct DeviceTensors {
         return msda::TensorView::contiguous(starts, msda::DType::i32, {host.levels}).on_device(msda::DeviceType::opencl);
     }
 
-    msda::ForwardArgs forward_args() const {
-        msda::ForwardArgs args;
+    // The inputs both directions take, in a ForwardArgs or a BackwardArgs.
+    template <class Args>
+    Args inputs() const {
+        Args args;
         args.value = device(0);
         args.spatial_shapes = spatial_shapes();
         args.level_start_index = level_start_index();
         args.sampling_locations = device(1);
         args.attention_weights = device(2);
+        return args;
+    }
+    msda::ForwardArgs forward_args() const {
+        msda::ForwardArgs args = inputs<msda::ForwardArgs>();
         args.output = device(3);
         return args;
     }
     msda::BackwardArgs backward_args() const {
-        msda::BackwardArgs args;
-        args.value = device(0);
-        args.spatial_shapes = spatial_shapes();
-        args.level_start_index = level_start_index();
-        args.sampling_locations = device(1);
-        args.attention_weights = device(2);
+        msda::BackwardArgs args = inputs<msda::BackwardArgs>();
         args.grad_output = device(4);
         args.grad_value = device(5);
         args.grad_sampling_locations = device(6);
