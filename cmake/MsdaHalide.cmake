@@ -101,6 +101,14 @@ if (MSDA_CPU_FAMILY STREQUAL "arm")
 else ()
     set(MSDA_OPENCL_TARGET x86-64-linux-opencl)
 endif ()
+# The CUDA libraries, the same family: host code at the baseline, kernels as
+# PTX for compute capability 8.6, the highest Halide 21 names; the driver
+# compiles that PTX for newer GPUs (an H200 is 9.0) when first run.
+if (MSDA_CPU_FAMILY STREQUAL "arm")
+    set(MSDA_CUDA_TARGET arm-64-linux-cuda-cuda_capability_86)
+else ()
+    set(MSDA_CUDA_TARGET x86-64-linux-cuda-cuda_capability_86)
+endif ()
 
 # Every variant's lowered statements (build/generators/*.stmt), for review.
 # Off by default: Halide's helper declares one statement file for a library
@@ -133,8 +141,8 @@ set_property(GLOBAL PROPERTY MSDA_VARIANTS "")
 #          (Options::sample_order) and requires canonical strides on the
 #          (l, p) dimensions of sampling_locations, attention_weights and
 #          their gradients. Default 0: any.
-#   FAMILY: the build's CPU family (default: MSDA_CPU_FAMILY's targets) or
-#          opencl (MSDA_OPENCL_TARGET).
+#   FAMILY: the build's CPU family (default: MSDA_CPU_FAMILY's targets),
+#          opencl (MSDA_OPENCL_TARGET) or cuda (MSDA_CUDA_TARGET).
 function(msda_add_variant NAME)
     cmake_parse_arguments(ARG "" "GENERATOR;KIND;CHANNELS;DTYPE;LOCATIONS;OP;LEVELS;POINTS;FAMILY" "PARAMS" ${ARGN})
     if (NOT ARG_FAMILY)
@@ -142,10 +150,12 @@ function(msda_add_variant NAME)
     endif ()
     if (ARG_FAMILY STREQUAL "opencl")
         set(targets ${MSDA_OPENCL_TARGET})
+    elseif (ARG_FAMILY STREQUAL "cuda")
+        set(targets ${MSDA_CUDA_TARGET})
     elseif (ARG_FAMILY STREQUAL MSDA_CPU_FAMILY)
         set(targets ${MSDA_CPU_TARGETS})
     else ()
-        message(FATAL_ERROR "msda_add_variant(${NAME}): FAMILY ${ARG_FAMILY} is neither ${MSDA_CPU_FAMILY} nor opencl")
+        message(FATAL_ERROR "msda_add_variant(${NAME}): FAMILY ${ARG_FAMILY} is neither ${MSDA_CPU_FAMILY}, opencl nor cuda")
     endif ()
     if (NOT ARG_LEVELS)
         set(ARG_LEVELS 0)

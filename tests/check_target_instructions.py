@@ -112,9 +112,10 @@ def main():
     base = list(targets)[-1]  # the wrappers and the runtime: every CPU runs them
     objects = collections.defaultdict(list)
     for path in sorted(args.objects.glob("*.o")):
-        # The multi-target wrappers, and the OpenCL libraries' host code
-        # (compiled for MSDA_OPENCL_TARGET, the baseline), run on every CPU.
-        every_cpu = path.name.endswith("_wrapper.o") or path.name.endswith("_opencl.o")
+        # The multi-target wrappers, and the OpenCL and CUDA libraries' host
+        # code (compiled for MSDA_OPENCL_TARGET and MSDA_CUDA_TARGET, the
+        # baseline), run on every CPU.
+        every_cpu = path.name.endswith(("_wrapper.o", "_opencl.o", "_cuda.o"))
         objects[base if every_cpu else object_target(path, targets)].append(path)
     objects[base].append(args.runtime)
 

@@ -386,36 +386,63 @@ TEST_P(CliLayouts, BackwardMatchesTheReferenceWithGradientsInTheInputsLayouts) {
 INSTANTIATE_TEST_SUITE_P(EveryLayout, CliLayouts, ::testing::ValuesIn(every_layout_combination()),
                          [](const ::testing::TestParamInfo<Layouts> &parameter) { return layout_name(parameter.param); });
 
-// --target opencl: the same round trips on the OpenCL device (PoCL in CI);
-// half storage is refused there. SKIPPED where there is no OpenCL.
-TEST_F(Cli, TargetOpenClMatchesTheReference) {
+// --target opencl|cuda: the same round trips on the GPU family's device
+// (PoCL in CI for OpenCL); half storage is refused there.
+class CliGpu : public Cli {
+protected:
+    void expect_round_trips(const char *target, const char *family) {
+        const SmallProblem problem = make_problem(77);
+        const Layouts l{msda::ValueLayout::BNLC, msda::LocationsLayout::B2QHLP, true, msda::PaddingMode::border};
+        msda::reference::Problem reference = problem.reference;
+        reference.align_corners = l.align_corners;
+        reference.border = true;
+        std::vector<std::string> inputs = write_inputs(problem, l);
+        inputs.insert(inputs.end(), {"--target", target});
+
+        const RunResult forward = run(forward_command(inputs));
+        ASSERT_EQ(forward.exit_code, 0) << forward.errors;
+        EXPECT_LE(max_relative_error(read_result(path("output.npy"), problem.output_shape()),
+                                     msda::reference::forward(reference)),
+                  kFloat32Tolerance);
+        const RunResult backward =
+            run(backward_command(inputs, {"grad-value", "grad-sampling-locations", "grad-attention-weights"}));
+        ASSERT_EQ(backward.exit_code, 0) << backward.errors;
+        const msda::reference::Gradients expected = msda::reference::backward(reference, problem.grad_output);
+        const msda::reference::Gradients written = read_gradients(problem, l);
+        EXPECT_LE(max_relative_error(written.value, expected.value), kFloat32Tolerance);
+        EXPECT_LE(max_relative_error(written.sampling_locations, expected.sampling_locations), kFloat32Tolerance);
+        EXPECT_LE(max_relative_error(written.attention_weights, expected.attention_weights), kFloat32Tolerance);
+
+        inputs.insert(inputs.end(), {"--dtype", "f16"});
+        const RunResult half = run(forward_command(inputs));
+        EXPECT_EQ(half.exit_code, kExitBadInput);
+        EXPECT_NE(half.errors.find(std::string("the ") + family + " code computes float32 storage"),
+                  std::string::npos)
+            << half.errors;
+    }
+};
+
+TEST_F(CliGpu, TargetOpenClMatchesTheReference) {
     if (const std::string why = msda::testing::opencl_unavailable(); !why.empty()) GTEST_SKIP() << why;
-    const SmallProblem problem = make_problem(77);
-    const Layouts l{msda::ValueLayout::BNLC, msda::LocationsLayout::B2QHLP, true, msda::PaddingMode::border};
-    msda::reference::Problem reference = problem.reference;
-    reference.align_corners = l.align_corners;
-    reference.border = true;
-    std::vector<std::string> inputs = write_inputs(problem, l);
-    inputs.insert(inputs.end(), {"--target", "opencl"});
+    expect_round_trips("opencl", "OpenCL");
+}
 
+TEST_F(CliGpu, TargetCudaMatchesTheReference) {
+    if (const std::string why = msda::testing::cuda_unavailable(); !why.empty()) GTEST_SKIP() << why;
+    expect_round_trips("cuda", "CUDA");
+}
+
+// Without a CUDA device, --target cuda fails saying so and writes nothing.
+TEST_F(CliGpu, TargetCudaWithoutADeviceSaysSo) {
+    if (!msda::testing::cuda_built()) GTEST_SKIP() << "this build has no CUDA code (MSDA_CUDA=OFF)";
+    const msda::CudaReport report = msda::cuda_devices();
+    if (!report.devices.empty()) GTEST_SKIP() << "this machine has a CUDA device";
+    std::vector<std::string> inputs = write_inputs(make_problem(78), {});
+    inputs.insert(inputs.end(), {"--target", "cuda"});
     const RunResult forward = run(forward_command(inputs));
-    ASSERT_EQ(forward.exit_code, 0) << forward.errors;
-    EXPECT_LE(max_relative_error(read_result(path("output.npy"), problem.output_shape()),
-                                 msda::reference::forward(reference)),
-              kFloat32Tolerance);
-    const RunResult backward =
-        run(backward_command(inputs, {"grad-value", "grad-sampling-locations", "grad-attention-weights"}));
-    ASSERT_EQ(backward.exit_code, 0) << backward.errors;
-    const msda::reference::Gradients expected = msda::reference::backward(reference, problem.grad_output);
-    const msda::reference::Gradients written = read_gradients(problem, l);
-    EXPECT_LE(max_relative_error(written.value, expected.value), kFloat32Tolerance);
-    EXPECT_LE(max_relative_error(written.sampling_locations, expected.sampling_locations), kFloat32Tolerance);
-    EXPECT_LE(max_relative_error(written.attention_weights, expected.attention_weights), kFloat32Tolerance);
-
-    inputs.insert(inputs.end(), {"--dtype", "f16"});
-    const RunResult half = run(forward_command(inputs));
-    EXPECT_EQ(half.exit_code, kExitBadInput);
-    EXPECT_NE(half.errors.find("the OpenCL code computes float32 storage"), std::string::npos) << half.errors;
+    EXPECT_EQ(forward.exit_code, kExitBadInput);
+    EXPECT_NE(forward.errors.find("msda: CUDA: no CUDA device to run on"), std::string::npos) << forward.errors;
+    EXPECT_FALSE(std::filesystem::exists(path("output.npy")));
 }
 
 TEST_F(Cli, Float64InputsAndInt32IndicesAreAccepted) {

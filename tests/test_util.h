@@ -347,6 +347,20 @@ inline std::string opencl_unavailable() {
     return report.devices.empty() ? "no OpenCL device: " + report.error : "";
 }
 
+// Whether this build has CUDA code (MSDA_CUDA), and why Device::cuda
+// cannot run here (empty when it can).
+inline bool cuda_built() {
+    for (const msda::CompiledVariant &variant : msda::compiled_variants()) {
+        if (variant.family == "cuda") return true;
+    }
+    return false;
+}
+inline std::string cuda_unavailable() {
+    if (!cuda_built()) return "this build has no CUDA code (MSDA_CUDA=OFF)";
+    const msda::CudaReport report = msda::cuda_devices();
+    return report.devices.empty() ? "no CUDA device: " + report.error : "";
+}
+
 // A test body's first line where it needs an OpenCL device: SKIPPED with
 // the reason when there is none.
 #define MSDA_REQUIRE_OPENCL()                                                                               \

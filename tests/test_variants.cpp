@@ -31,7 +31,8 @@ TEST(Variants, BelongToTheLibrarysFamily) {
     std::set<std::string> names;
     for (const msda::CompiledVariant &variant : variants) {
         // The CPU family's, or OpenCL's (whose host code is that CPU's).
-        EXPECT_TRUE(variant.family == dispatch.family || variant.family == "opencl") << variant.name;
+        EXPECT_TRUE(variant.family == dispatch.family || variant.family == "opencl" || variant.family == "cuda")
+            << variant.name;
         EXPECT_TRUE(names.insert(variant.name).second) << variant.name << " is listed twice";
         // A by-query variant fixes all three sizes, the others at most C_h.
         EXPECT_EQ(variant.levels == 0, variant.points == 0) << variant.name;
@@ -73,18 +74,28 @@ TEST(Variants, EveryPromisedCallHasGenericCode) {
     }
 }
 
-// Where OpenCL code was built (MSDA_OPENCL), it serves every float32 call.
-TEST(Variants, OpenClServesEveryFloat32Call) {
+// Where a GPU family's code was built (MSDA_OPENCL, MSDA_CUDA), it serves
+// every float32 call, in both grad_value modes.
+void expect_serves_every_float32_call(const char *family) {
     const std::vector<msda::CompiledVariant> variants = msda::compiled_variants();
-    if (!msda::testing::opencl_built()) GTEST_SKIP() << "this build has no OpenCL code (MSDA_OPENCL=OFF)";
     using msda::DType;
-    for (const char *kind :
-         {"forward", "grad_value", "grad_sample", "grad_attention_weights", "grad_sampling_locations"}) {
-        EXPECT_TRUE(has_generic(variants, kind, msda::Operator::msda, DType::f32, DType::f32, "opencl")) << kind;
+    for (const char *kind : {"forward", "grad_value", "grad_value_atomic", "grad_sample", "grad_attention_weights",
+                             "grad_sampling_locations"}) {
+        EXPECT_TRUE(has_generic(variants, kind, msda::Operator::msda, DType::f32, DType::f32, family)) << kind;
     }
-    for (const char *kind : {"forward", "grad_value", "grad_attention_weights"}) {
-        EXPECT_TRUE(has_generic(variants, kind, msda::Operator::gka, DType::f32, DType::f32, "opencl")) << kind;
+    for (const char *kind : {"forward", "grad_value", "grad_value_atomic", "grad_attention_weights"}) {
+        EXPECT_TRUE(has_generic(variants, kind, msda::Operator::gka, DType::f32, DType::f32, family)) << kind;
     }
+}
+
+TEST(Variants, OpenClServesEveryFloat32Call) {
+    if (!msda::testing::opencl_built()) GTEST_SKIP() << "this build has no OpenCL code (MSDA_OPENCL=OFF)";
+    expect_serves_every_float32_call("opencl");
+}
+
+TEST(Variants, CudaServesEveryFloat32Call) {
+    if (!msda::testing::cuda_built()) GTEST_SKIP() << "this build has no CUDA code (MSDA_CUDA=OFF)";
+    expect_serves_every_float32_call("cuda");
 }
 
 }  // namespace

@@ -74,11 +74,24 @@ bool run_info(const InfoCommand &command) {
     if (opencl.devices.empty()) {
         std::printf("opencl: none (%s)\n", opencl.error.c_str());
     } else {
-        std::printf("opencl devices (--target opencl runs the first unless HL_OCL_PLATFORM_NAME or "
-                    "HL_OCL_DEVICE_TYPE choose another):\n");
+        std::printf("opencl devices (--target opencl runs on msda's own queue, on the device Halide picks: the "
+                    "first platform's with the most compute units, unless HL_OCL_PLATFORM_NAME, "
+                    "HL_OCL_DEVICE_TYPE or HL_GPU_DEVICE choose another):\n");
         for (const msda::OpenClDevice &device : opencl.devices) {
             std::printf("  %s: %s, %s (%s; %s)\n", device.platform.c_str(), device.name.c_str(), device.type.c_str(),
                         device.version.c_str(), device.fp16 ? "cl_khr_fp16" : "no cl_khr_fp16");
+        }
+    }
+    const msda::CudaReport cuda = msda::cuda_devices();
+    if (cuda.devices.empty()) {
+        std::printf("cuda: none (%s)\n", cuda.error.c_str());
+    } else {
+        std::printf("cuda devices (driver %s; --target cuda runs the one Halide picks, HL_GPU_DEVICE chooses):\n",
+                    cuda.driver_version.c_str());
+        for (std::size_t i = 0; i < cuda.devices.size(); ++i) {
+            const msda::CudaDevice &device = cuda.devices[i];
+            std::printf("  %zu: %s, compute capability %d.%d, %lld MiB\n", i, device.name.c_str(), device.compute_major,
+                        device.compute_minor, static_cast<long long>(device.memory_bytes >> 20));
         }
     }
     return dispatch.error.empty();

@@ -89,9 +89,10 @@ void add_input_options(CLI::App &command, InputFiles &files, msda::Options &opti
                "float32; default f32");
     add_choice(command, "--locations-dtype", storage.locations_in_dtype, {{"f32", false}, {"same", true}},
                "storage dtype of sampling_locations (and its gradient): f32 (the default) or the same as --dtype");
-    add_choice(command, "--target", options.device, {{"cpu", msda::Device::cpu}, {"opencl", msda::Device::opencl}},
-               "where to compute: cpu (the default) or opencl (the first OpenCL device, msda info lists them; "
-               "float32 only)");
+    add_choice(command, "--target", options.device,
+               {{"cpu", msda::Device::cpu}, {"opencl", msda::Device::opencl}, {"cuda", msda::Device::cuda}},
+               "where to compute: cpu (the default), opencl (msda's OpenCL device) or cuda (Halide's CUDA device); "
+               "msda info lists them; float32 only on opencl and cuda");
 }
 
 void add_threads_option(CLI::App &command, int &threads) {

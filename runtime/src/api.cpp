@@ -55,13 +55,16 @@ void check_workspace(const Plan &plan, const void *workspace, std::size_t bytes)
     }
 }
 
+const char *device_name(Device device) {
+    return device == Device::opencl ? "opencl" : device == Device::cuda ? "cuda" : "cpu";
+}
+
 // A plan's code is for one device: OpenCL tensors need a plan made with
 // Device::opencl.
 void check_plan_device(const Plan &plan, const detail::CheckedCall &call) {
     if (call.device != plan.options().device) {
         detail::fail("value", std::string(call.device_tensors ? "is on an OpenCL device" : "is a host tensor") +
-                                  ", but the plan was made for Device::" +
-                                  (plan.options().device == Device::opencl ? "opencl" : "cpu") +
+                                  ", but the plan was made for Device::" + device_name(plan.options().device) +
                                   (call.device_tensors ? " (make it with Device::opencl)" : ""));
     }
 }

@@ -126,7 +126,7 @@ msda::Options to_options(const msda_options &options) {
     result.relayout = to_enum<msda::Relayout>(options.relayout, MSDA_RELAYOUT_NEVER, "relayout");
     result.sample_order =
         to_enum<msda::SampleOrder>(options.sample_order, MSDA_SAMPLE_ORDER_BY_QUERY, "sample_order");
-    result.device = to_enum<msda::Device>(options.device, MSDA_DEVICE_OPENCL, "device");
+    result.device = to_enum<msda::Device>(options.device, MSDA_DEVICE_CUDA, "device");
     result.deterministic = options.atomic_grad_value == 0;
     result.opencl_queue = options.opencl_queue;
     return result;

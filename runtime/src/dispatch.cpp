@@ -29,11 +29,11 @@ constexpr Variant kVariants[] = {
 #undef MSDA_VARIANT
 };
 
-// A library holds the code of the CPU family it runs on, and OpenCL code
-// (whose host side is that CPU's), nothing else.
+// A library holds the code of the CPU family it runs on, and OpenCL and
+// CUDA code (whose host side is that CPU's), nothing else.
 constexpr bool all_of_library_family() {
     for (const Variant &variant : kVariants) {
-        if (variant.family != kLibraryFamily && variant.family != TargetFamily::opencl) return false;
+        if (variant.family != kLibraryFamily && !is_gpu(variant.family)) return false;
     }
     return true;
 }
@@ -471,7 +471,7 @@ void call(const Variant &variant, CommonInputs &in, Extras &...extras) {
                in.locations_x.get(), in.locations_y.get(), in.weights.get(), in.align_corners, in.border,
                in.nearest, extras.get()...);
     };
-    if (variant.family != TargetFamily::opencl) {
+    if (!is_gpu(variant.family)) {
         CallContext context;
         run(context);
         return;
@@ -601,6 +601,7 @@ const char *family_name(TargetFamily family) {
     case TargetFamily::x86: return "x86";
     case TargetFamily::arm: return "arm";
     case TargetFamily::opencl: return "opencl";
+    case TargetFamily::cuda: return "cuda";
     }
     return "unknown";
 }
@@ -617,13 +618,14 @@ const Variant &select_variant(Kind kind, const ProblemSize &size, Operator op, T
         if (variant.channels == size.channels) return variant;
         if (variant.channels == 0) generic = &variant;
     }
-    if (generic == nullptr && !family_built && family == TargetFamily::opencl) {
-        throw Error("msda: Options::device asks for OpenCL, and this build has no OpenCL code (it was configured "
-                    "with MSDA_OPENCL=OFF)");
+    const std::string gpu = family == TargetFamily::cuda ? "CUDA" : "OpenCL";
+    if (generic == nullptr && !family_built && is_gpu(family)) {
+        throw Error("msda: Options::device asks for " + gpu + ", and this build has no " + gpu +
+                    " code (it was configured with MSDA_" + (family == TargetFamily::cuda ? "CUDA" : "OPENCL") +
+                    "=OFF)");
     }
-    if (generic == nullptr && family == TargetFamily::opencl) {
-        throw Error(std::string("msda: the OpenCL code computes float32 storage and float32 locations only; this "
-                                "call has ") +
+    if (generic == nullptr && is_gpu(family)) {
+        throw Error("msda: the " + gpu + " code computes float32 storage and float32 locations only; this call has " +
                     dtype_name(size.dtype) + " storage and " + dtype_name(size.locations_dtype) +
                     " locations (use Device::cpu for half precision)");
     }
@@ -660,12 +662,14 @@ Kernels select_kernels(const ProblemSize &size, const Options &options) {
     const Operator op = options.op;
     // GKA has no location gradient (validation requires its view absent).
     const bool locations = options.grad_sampling_locations && op == Operator::msda;
-    const TargetFamily family = options.device == Device::opencl ? TargetFamily::opencl : kLibraryFamily;
+    const TargetFamily family = options.device == Device::opencl ? TargetFamily::opencl
+                                : options.device == Device::cuda ? TargetFamily::cuda
+                                                                 : kLibraryFamily;
     kernels.forward = &select_variant(Kind::forward, size, op, family);
     kernels.forward_by_query = by_query_variant(Kind::forward, size, op, family);
     if (options.grad_value) {
         // The float-atomic scatter only where it was asked for and exists.
-        const bool atomic = !options.deterministic && family == TargetFamily::opencl;
+        const bool atomic = !options.deterministic && is_gpu(family);
         kernels.grad_value = &select_variant(atomic ? Kind::grad_value_atomic : Kind::grad_value, size, op, family);
         kernels.grad_value_by_query = by_query_variant(Kind::grad_value, size, op, family);
     }

@@ -60,7 +60,9 @@ using GeneratedFunction = std::variant<PipelineFunction<1>, PipelineFunction<2>,
 
 // The target families msda's libraries are compiled for; a library holds
 // the variants of one (msda_variants.h names each entry's).
-enum class TargetFamily { x86, arm, opencl };
+enum class TargetFamily { x86, arm, opencl, cuda };
+// The GPU schedule family's libraries: OpenCL and CUDA.
+constexpr bool is_gpu(TargetFamily family) { return family == TargetFamily::opencl || family == TargetFamily::cuda; }
 #if defined(__x86_64__)
 constexpr TargetFamily kLibraryFamily = TargetFamily::x86;
 #elif defined(__aarch64__)

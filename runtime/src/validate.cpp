@@ -261,10 +261,13 @@ void resolve_device(CheckedCall &call, const std::vector<Named> &tensors, const 
     call.device_tensors = on_device;
     call.device = on_device ? Device::opencl : options.device;
     if (options.opencl_queue != nullptr && call.device != Device::opencl) {
-        fail("options.opencl_queue",
-             "is set, but the call runs on the CPU (its tensors are host tensors and Options::device is cpu)");
+        fail("options.opencl_queue", call.device == Device::cuda
+                                         ? "is set, but the call runs on CUDA (Options::device is cuda)"
+                                         : "is set, but the call runs on the CPU (its tensors are host tensors and "
+                                           "Options::device is cpu)");
     }
     if (call.device == Device::opencl) call.queue = opencl::call_queue(options);
+    if (call.device == Device::cuda) require_cuda_device();
 }
 
 // A device tensor's elements within its cl_mem, which belongs to the
@@ -332,7 +335,7 @@ void check_options(const Options &options) {
         fail("options", "sample_order must be automatic, by_level or by_query");
     }
     const int device = static_cast<int>(options.device);
-    if (device < 0 || device > 1) fail("options", "device must be cpu or opencl");
+    if (device < 0 || device > 2) fail("options", "device must be cpu, opencl or cuda");
 }
 
 // value, spatial_shapes, level_start_index, attention_weights and
@@ -520,20 +523,20 @@ CheckedCall start_check(const Args &args, const Options &options) {
     return call;
 }
 
-// The device tensors' memory, once their shapes are checked; on OpenCL,
-// host tensors or not, non-negative strides (Halide's OpenCL buffers
-// address memory upwards from their first element).
+// The device tensors' memory, once their shapes are checked; on a GPU
+// family, host tensors or not, non-negative strides (Halide's device
+// buffers address memory upwards from their first element).
 template <typename Args>
 void check_device_tensors(const Args &args, const CheckedCall &call) {
-    if (call.device != Device::opencl) return;
+    if (call.device == Device::cpu) return;
     for (const Named &named : call_tensors(args)) {
         const TensorView &t = *named.tensor;
         if (!t.present()) continue;
         for (int d = 0; d < t.rank; d++) {
             if (t.shape[d] > 1 && t.strides[d] < 0) {
                 fail(named.name, "dimension " + std::to_string(d) + " has stride " + std::to_string(t.strides[d]) +
-                                     "; the OpenCL code needs non-negative strides (pass a copy, or compute on "
-                                     "the CPU)");
+                                     "; the OpenCL and CUDA code needs non-negative strides (pass a copy, or "
+                                     "compute on the CPU)");
             }
         }
         if (call.device_tensors) check_device_memory(t, named.name, call);

@@ -38,6 +38,9 @@ inline Options run_options(const CheckedCall &call, Options options) {
     return options;
 }
 
+// Throws msda::Error, saying why, when no CUDA device can run a call.
+void require_cuda_device();
+
 // The host address of a host tensor's first element.
 inline char *host_address(const TensorView &t) { return static_cast<char *>(t.data) + t.byte_offset; }
 

@@ -68,7 +68,7 @@ typedef enum msda_sample_order {
     MSDA_SAMPLE_ORDER_BY_QUERY = 2
 } msda_sample_order;
 
-typedef enum msda_device { MSDA_DEVICE_CPU = 0, MSDA_DEVICE_OPENCL = 1 } msda_device;
+typedef enum msda_device { MSDA_DEVICE_CPU = 0, MSDA_DEVICE_OPENCL = 1, MSDA_DEVICE_CUDA = 2 } msda_device;
 
 typedef struct msda_options {
     msda_operator op;

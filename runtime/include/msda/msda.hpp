@@ -123,7 +123,13 @@ enum class SampleOrder : int { automatic = 0, by_level = 1, by_query = 2 };
 // otherwise); samples are walked by level and value is never staged
 // (relayout and sample_order do not apply); every result has the same bits
 // from run to run.
-enum class Device : int { cpu = 0, opencl = 1 };
+// cuda: its CUDA code (the same GPU family, compiled to PTX for compute
+// capability 8.6, which the CUDA driver compiles for its GPU on first use)
+// on the CUDA device Halide's CUDA runtime picks (HL_GPU_DEVICE chooses
+// another), host tensors only: copied to the device and back as for opencl,
+// float32 only, deterministic unless Options::deterministic is false.
+// Without a CUDA driver or device a call fails saying so (cuda_devices()).
+enum class Device : int { cpu = 0, opencl = 1, cuda = 2 };
 
 struct Options {
     Operator op = Operator::msda;
@@ -318,6 +324,21 @@ struct OpenClReport {
     std::string error;
 };
 OpenClReport opencl_devices();
+
+// The CUDA devices this machine has (msda info lists them), read through
+// the CUDA driver (libcuda.so.1) as Halide's CUDA runtime reads it. error
+// says why there are none (no driver, no device).
+struct CudaDevice {
+    std::string name;
+    int compute_major = 0, compute_minor = 0;  // compute capability
+    std::int64_t memory_bytes = 0;
+};
+struct CudaReport {
+    std::vector<CudaDevice> devices;
+    std::string driver_version;  // e.g. "12.4", empty without a driver
+    std::string error;
+};
+CudaReport cuda_devices();
 
 // msda's own OpenCL context and queue (created on first use as Halide's
 // OpenCL runtime creates its own: the first platform, its device with the

@@ -1,0 +1,118 @@
+// The CUDA target (label cuda): the GPU family compiled to PTX, on the CUDA
+// device Halide's CUDA runtime picks. Where there is one: the forward and
+// both backward modes against the reference, the default backward's bits
+// from run to run, half precision refused. Where there is none (no driver,
+// no device: this machine, and CI), CudaMissing runs instead: a call fails
+// saying so and writes nothing; the others report SKIPPED with the reason.
+#include <gtest/gtest.h>
+
+#include <msda/msda.hpp>
+
+#include <string>
+#include <vector>
+
+#include "core_grid.h"
+#include "test_util.h"
+
+namespace {
+
+using msda::testing::LibraryTensors;
+using msda::testing::Locations;
+using msda::testing::ProblemData;
+using msda::testing::ProblemSpec;
+
+#define MSDA_REQUIRE_CUDA()                                                                               \
+    do {                                                                                                  \
+        if (const std::string why = msda::testing::cuda_unavailable(); !why.empty()) GTEST_SKIP() << why; \
+    } while (0)
+
+// Hundreds of contributions per grad_value row, samples outside the maps.
+ProblemSpec colliding(msda::DType dtype = msda::DType::f32) {
+    ProblemSpec spec;
+    spec.name = "colliding_cuda";
+    spec.dtype = dtype;
+    spec.batch = 2;
+    spec.queries = 300;
+    spec.heads = 4;
+    spec.channels = 19;
+    spec.points = 4;
+    spec.levels = {{2, 2}, {1, 3}, {3, 1}};
+    spec.locations = Locations::outside;
+    spec.padding = 1;
+    spec.options.device = msda::Device::cuda;
+    return spec;
+}
+
+TEST(Cuda, BothBackwardModesMatchTheReference) {
+    MSDA_REQUIRE_CUDA();
+    for (const bool deterministic : {true, false}) {
+        for (const bool border : {false, true}) {
+            ProblemSpec spec = colliding();
+            spec.options.deterministic = deterministic;
+            spec.options.padding_mode = border ? msda::PaddingMode::border : msda::PaddingMode::zeros;
+            spec.options.value_layout = border ? msda::ValueLayout::BNLC : msda::ValueLayout::BLNC;
+            const ProblemData data(spec);
+            SCOPED_TRACE(data.spec.describe() + (deterministic ? " deterministic" : " atomic"));
+            LibraryTensors tensors(data);
+            ASSERT_NO_THROW(msda::forward(tensors.forward_args(), data.spec.options));
+            ASSERT_NO_THROW(msda::backward(tensors.backward_args(), data.spec.options));
+            msda::testing::expect_matches_reference(data, msda::testing::canonical_results(tensors));
+            msda::testing::expect_nothing_written_outside_views(tensors);
+        }
+    }
+}
+
+TEST(Cuda, TheDefaultBackwardIsBitwiseReproducible) {
+    MSDA_REQUIRE_CUDA();
+    const ProblemData data(colliding());
+    LibraryTensors first(data);
+    ASSERT_NO_THROW(msda::forward(first.forward_args(), data.spec.options));
+    ASSERT_NO_THROW(msda::backward(first.backward_args(), data.spec.options));
+    for (int run = 1; run < 4; ++run) {
+        SCOPED_TRACE("run " + std::to_string(run));
+        LibraryTensors again(data);
+        ASSERT_NO_THROW(msda::forward(again.forward_args(), data.spec.options));
+        ASSERT_NO_THROW(msda::backward(again.backward_args(), data.spec.options));
+        msda::testing::expect_same_bits(again, first);
+    }
+}
+
+TEST(Cuda, HalfPrecisionIsRefusedAndNothingIsWritten) {
+    MSDA_REQUIRE_CUDA();
+    for (const msda::DType dtype : {msda::DType::f16, msda::DType::bf16}) {
+        const ProblemData data(colliding(dtype));
+        LibraryTensors tensors(data);
+        const std::vector<std::uint8_t> before = tensors.output.bytes();
+        try {
+            msda::forward(tensors.forward_args(), data.spec.options);
+            ADD_FAILURE() << msda::dtype_name(dtype) << " accepted";
+        } catch (const msda::Error &error) {
+            EXPECT_NE(std::string(error.what()).find("the CUDA code computes float32 storage"), std::string::npos)
+                << error.what();
+        }
+        EXPECT_EQ(tensors.output.bytes(), before);
+    }
+}
+
+// No driver or no device: cuda_devices says why, and a call fails with
+// that reason before anything runs.
+TEST(CudaMissing, ACallFailsClearlyAndWritesNothing) {
+    if (!msda::testing::cuda_built()) GTEST_SKIP() << "this build has no CUDA code (MSDA_CUDA=OFF)";
+    const msda::CudaReport report = msda::cuda_devices();
+    if (!report.devices.empty()) GTEST_SKIP() << "this machine has a CUDA device (" << report.devices[0].name << ")";
+    EXPECT_FALSE(report.error.empty());
+    const ProblemData data(colliding());
+    LibraryTensors tensors(data);
+    const std::vector<std::uint8_t> before = tensors.output.bytes();
+    for (int call = 0; call < 2; ++call) {
+        try {
+            msda::forward(tensors.forward_args(), data.spec.options);
+            ADD_FAILURE() << "a forward ran on CUDA without a device";
+        } catch (const msda::Error &error) {
+            EXPECT_EQ(std::string(error.what()), "msda: CUDA: no CUDA device to run on: " + report.error);
+        }
+    }
+    EXPECT_EQ(tensors.output.bytes(), before);
+}
+
+}  // namespace
