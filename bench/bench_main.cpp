@@ -22,11 +22,12 @@
 //   --peers grid_sample,cuda_port,gka_torch | none
 //   --dtypes f32,f16,bf16  msda's storage dtypes (default all three; the
 //                        half ones on kHalfShapes only; the peers are float32)
-//   --device cpu|opencl  msda::Options::device of every msda plan (default
-//                        cpu): opencl times msda on the OpenCL device (its
-//                        host-to-device copies included), float32 only
+//   --device cpu|opencl|cuda  msda::Options::device of every msda plan
+//                        (default cpu): opencl and cuda time msda on that
+//                        device (its host-to-device copies included),
+//                        float32 only
 //   --atomic             msda::Options::deterministic = false on every plan
-//                        (OpenCL's float-atomic grad_value)
+//                        (the GPU family's float-atomic grad_value)
 //   --relayout automatic|always|never
 //                        msda::Options::relayout of every msda plan (default
 //                        automatic): whether value is copied head-major into
@@ -118,7 +119,8 @@ const Choices<msda::Relayout> kRelayouts = {
 const Choices<msda::SampleOrder> kSampleOrders = {{"automatic", msda::SampleOrder::automatic},
                                                   {"by_level", msda::SampleOrder::by_level},
                                                   {"by_query", msda::SampleOrder::by_query}};
-const Choices<msda::Device> kDevices = {{"cpu", msda::Device::cpu}, {"opencl", msda::Device::opencl}};
+const Choices<msda::Device> kDevices = {
+    {"cpu", msda::Device::cpu}, {"opencl", msda::Device::opencl}, {"cuda", msda::Device::cuda}};
 
 template <typename Enum>
 std::string choice_name(const Choices<Enum> &choices, Enum value) {
@@ -799,11 +801,8 @@ int count_calls(const Settings &settings) {
     return 0;
 }
 
-}  // namespace
-}  // namespace msda_bench
-
-int main(int argc, char **argv) {
-    using namespace msda_bench;
+// The bench: the agreement checks, then the timings.
+int run(int argc, char **argv) {
     Context context_storage;
     context = &context_storage;
     context->settings = parse_settings(argc, argv);
@@ -865,4 +864,18 @@ int main(int argc, char **argv) {
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
     return 0;
+}
+
+}  // namespace
+}  // namespace msda_bench
+
+// A call msda refuses (a device that is not there, a dtype it has no code
+// for on that device) ends the run with msda's message, not an abort.
+int main(int argc, char **argv) {
+    try {
+        return msda_bench::run(argc, argv);
+    } catch (const msda::Error &error) {
+        std::fprintf(stderr, "msda_bench: %s; nothing more was timed\n", error.what());
+        return 1;
+    }
 }

@@ -472,9 +472,9 @@ TEST(TorchOperator, ErrorsAreTorchErrorsCarryingMsdasMessage) {
         [&] {
             msda_torch::ms_deform_attn(inputs.value, inputs.spatial_shapes, inputs.level_start_index,
                                        inputs.sampling_locations, inputs.attention_weights, "BLNC", "BQHLP2", false,
-                                       "zeros", "cuda");
+                                       "zeros", "gpu");
         },
-        "target must be \"cpu\" or \"opencl\", got \"cuda\"");
+        "target must be \"cpu\", \"opencl\" or \"cuda\", got \"gpu\"");
     // Tensors on a device with no msda kernel: the dispatcher refuses them.
     expect_error<c10::Error>([&] { call(inputs.value.to(torch::kMeta), inputs.sampling_locations.to(torch::kMeta),
                                         inputs.attention_weights.to(torch::kMeta)); },

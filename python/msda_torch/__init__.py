@@ -62,9 +62,9 @@ def ms_deform_attn(value, spatial_shapes, level_start_index, sampling_locations,
     (B, 2, N_q, N_h, N_l, N_p) ("B2QHLP"), normalized to [0, 1];
     attention_weights (B, N_q, N_h, N_l, N_p). Returns (B, N_q, N_h * C_h).
     float32, float16 or bfloat16 storage; sampling_locations may be float32
-    with half storage. target "cpu" (msda's CPU code) or "opencl" (its
-    OpenCL code: the CPU tensors are copied to msda's OpenCL device and the
-    result back; float32 only). The backward runs on the same target.
+    with half storage. target "cpu" (msda's CPU code), "opencl" or "cuda"
+    (its OpenCL or CUDA code: the CPU tensors are copied to the device and
+    the result back; float32 only). The backward runs on the same target.
     """
     return torch.ops.msda.ms_deform_attn(value, spatial_shapes, level_start_index, sampling_locations,
                                          attention_weights, value_layout=value_layout,

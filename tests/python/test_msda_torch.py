@@ -118,8 +118,25 @@ class MultiScaleDeformableAttention(Comparisons):
         for name, a, e in zip(("output", "grad_value", "grad_sampling_locations", "grad_attention_weights"),
                               actual, expected):
             self.assert_close(a, e, 1e-5, "opencl " + name)
-        with self.assertRaisesRegex(ValueError, 'target must be "cpu" or "opencl", got "cuda"'):
-            self.run_msda(inputs, target="cuda")
+        with self.assertRaisesRegex(ValueError, 'target must be "cpu", "opencl" or "cuda", got "gpu"'):
+            self.run_msda(inputs, target="gpu")
+
+    def test_the_cuda_target(self):
+        """target="cuda" against the float64 path where a CUDA device is;
+        without one, msda's reason as a RuntimeError (nothing computed)."""
+        inputs = make_inputs(5)
+        try:
+            actual = self.run_msda(inputs, target="cuda")
+        except RuntimeError as error:
+            message = str(error).splitlines()[0]
+            if "MSDA_CUDA=OFF" in message:
+                self.skipTest(message)
+            self.assertIn("msda: CUDA: no CUDA device to run on", message)
+            return
+        expected = msda_reference(inputs[0], inputs[1], inputs[3], inputs[4], inputs[5])
+        for name, a, e in zip(("output", "grad_value", "grad_sampling_locations", "grad_attention_weights"),
+                              actual, expected):
+            self.assert_close(a, e, 1e-5, "cuda " + name)
 
     def test_align_corners_and_border_padding(self):
         inputs = make_inputs(4)

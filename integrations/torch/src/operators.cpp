@@ -83,10 +83,12 @@ Enum choice_of(const char *op, const char *what, c10::string_view text,
 
 namespace {
 
-// "cpu": msda's CPU code; "opencl": its OpenCL code, the host tensors
-// copied to the device and the results back (Options::device).
+// "cpu": msda's CPU code; "opencl", "cuda": its OpenCL or CUDA code, the
+// host tensors copied to the device and the results back (Options::device).
 msda::Device device_of(const char *op, c10::string_view target) {
-    return choice_of<msda::Device>(op, "target", target, {{"cpu", msda::Device::cpu}, {"opencl", msda::Device::opencl}});
+    return choice_of<msda::Device>(
+        op, "target", target,
+        {{"cpu", msda::Device::cpu}, {"opencl", msda::Device::opencl}, {"cuda", msda::Device::cuda}});
 }
 
 }  // namespace

@@ -8,10 +8,11 @@
 // torch.ops.load_library (python/msda_torch). The functions below call the
 // dispatcher, so a tensor that requires grad gets its gradient through them.
 //
-// target: "cpu" (msda's CPU code) or "opencl" (its OpenCL code, on msda's
-// OpenCL device: the CPU tensors are copied to it and the results back, as
-// msda::Options::device = opencl; float32 only). LibTorch has no OpenCL
-// device of its own, so the tensors are CPU tensors either way.
+// target: "cpu" (msda's CPU code), "opencl" or "cuda" (its OpenCL or CUDA
+// code, on msda's OpenCL device or Halide's CUDA device: the CPU tensors
+// are copied to it and the results back, as msda::Options::device; float32
+// only). Debian's LibTorch has no OpenCL or CUDA device of its own, so the
+// tensors are CPU tensors either way.
 //
 // Tensors keep their own strides and dtypes (float32, float16, bfloat16
 // storage; int32 or int64 spatial_shapes and level_start_index): msda reads
