@@ -174,4 +174,25 @@ inline void expect_matches_reference(const ProblemData &data, const LibraryResul
                                   gradients.attention_weights, tolerance, floor));
 }
 
+// A GPU family (spec.options.device) refuses half-precision storage with
+// its message ("the OpenCL code computes float32 storage ..."), and writes
+// nothing.
+inline void expect_half_precision_refused(ProblemSpec spec, const std::string &family) {
+    for (const msda::DType dtype : {msda::DType::f16, msda::DType::bf16}) {
+        spec.dtype = dtype;
+        const ProblemData data(spec);
+        LibraryTensors tensors(data);
+        const std::vector<std::uint8_t> before = tensors.output.bytes();
+        try {
+            msda::forward(tensors.forward_args(), data.spec.options);
+            ADD_FAILURE() << msda::dtype_name(dtype) << " accepted";
+        } catch (const msda::Error &error) {
+            EXPECT_NE(std::string(error.what()).find("the " + family + " code computes float32 storage"),
+                      std::string::npos)
+                << error.what();
+        }
+        EXPECT_EQ(tensors.output.bytes(), before);
+    }
+}
+
 }  // namespace msda::testing

@@ -79,19 +79,7 @@ TEST(Cuda, TheDefaultBackwardIsBitwiseReproducible) {
 
 TEST(Cuda, HalfPrecisionIsRefusedAndNothingIsWritten) {
     MSDA_REQUIRE_CUDA();
-    for (const msda::DType dtype : {msda::DType::f16, msda::DType::bf16}) {
-        const ProblemData data(colliding(dtype));
-        LibraryTensors tensors(data);
-        const std::vector<std::uint8_t> before = tensors.output.bytes();
-        try {
-            msda::forward(tensors.forward_args(), data.spec.options);
-            ADD_FAILURE() << msda::dtype_name(dtype) << " accepted";
-        } catch (const msda::Error &error) {
-            EXPECT_NE(std::string(error.what()).find("the CUDA code computes float32 storage"), std::string::npos)
-                << error.what();
-        }
-        EXPECT_EQ(tensors.output.bytes(), before);
-    }
+    msda::testing::expect_half_precision_refused(colliding(), "CUDA");
 }
 
 // No driver or no device: cuda_devices says why, and a call fails with

@@ -107,19 +107,7 @@ TEST(OpenCl, APlanReusesItsDeviceBuffersCallAfterCall) {
 
 TEST(OpenCl, HalfPrecisionIsRefusedAndNothingIsWritten) {
     MSDA_REQUIRE_OPENCL();
-    for (const msda::DType dtype : {msda::DType::f16, msda::DType::bf16}) {
-        const ProblemData data(colliding(dtype));
-        LibraryTensors tensors(data);
-        const std::vector<std::uint8_t> before = tensors.output.bytes();
-        try {
-            msda::forward(tensors.forward_args(), data.spec.options);
-            ADD_FAILURE() << msda::dtype_name(dtype) << " accepted";
-        } catch (const msda::Error &error) {
-            EXPECT_NE(std::string(error.what()).find("the OpenCL code computes float32 storage"), std::string::npos)
-                << error.what();
-        }
-        EXPECT_EQ(tensors.output.bytes(), before);
-    }
+    msda::testing::expect_half_precision_refused(colliding(), "OpenCL");
 }
 
 TEST(OpenCl, AnUnknownDeviceIsRefused) {
