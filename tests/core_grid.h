@@ -174,6 +174,23 @@ inline void expect_matches_reference(const ProblemData &data, const LibraryResul
                                   gradients.attention_weights, tolerance, floor));
 }
 
+// The GPU families' colliding problem: hundreds of contributions per
+// grad_value row (10 value rows per (batch, head)), samples outside the
+// maps, every call on `device`.
+inline ProblemSpec colliding_on(msda::Device device, const std::string &name) {
+    ProblemSpec spec;
+    spec.name = name;
+    spec.batch = 2;
+    spec.queries = 300;
+    spec.heads = 4;
+    spec.channels = 19;
+    spec.points = 4;
+    spec.levels = {{2, 2}, {1, 3}, {3, 1}};
+    spec.locations = Locations::outside;
+    spec.options.device = device;
+    return spec;
+}
+
 // A GPU family (spec.options.device) refuses half-precision storage with
 // its message ("the OpenCL code computes float32 storage ..."), and writes
 // nothing.

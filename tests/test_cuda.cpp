@@ -17,7 +17,6 @@
 namespace {
 
 using msda::testing::LibraryTensors;
-using msda::testing::Locations;
 using msda::testing::ProblemData;
 using msda::testing::ProblemSpec;
 
@@ -26,20 +25,10 @@ using msda::testing::ProblemSpec;
         if (const std::string why = msda::testing::cuda_unavailable(); !why.empty()) GTEST_SKIP() << why; \
     } while (0)
 
-// Hundreds of contributions per grad_value row, samples outside the maps.
-ProblemSpec colliding(msda::DType dtype = msda::DType::f32) {
-    ProblemSpec spec;
-    spec.name = "colliding_cuda";
-    spec.dtype = dtype;
-    spec.batch = 2;
-    spec.queries = 300;
-    spec.heads = 4;
-    spec.channels = 19;
-    spec.points = 4;
-    spec.levels = {{2, 2}, {1, 3}, {3, 1}};
-    spec.locations = Locations::outside;
+// With padded strides, so the results' gaps are checked too.
+ProblemSpec colliding() {
+    ProblemSpec spec = msda::testing::colliding_on(msda::Device::cuda, "colliding_cuda");
     spec.padding = 1;
-    spec.options.device = msda::Device::cuda;
     return spec;
 }
 

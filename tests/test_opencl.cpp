@@ -19,24 +19,10 @@
 namespace {
 
 using msda::testing::LibraryTensors;
-using msda::testing::Locations;
 using msda::testing::ProblemData;
 using msda::testing::ProblemSpec;
 
-ProblemSpec colliding(msda::DType dtype = msda::DType::f32) {
-    ProblemSpec spec;
-    spec.name = "colliding_opencl";
-    spec.dtype = dtype;
-    spec.batch = 2;
-    spec.queries = 300;
-    spec.heads = 4;
-    spec.channels = 19;
-    spec.points = 4;
-    spec.levels = {{2, 2}, {1, 3}, {3, 1}};  // 10 value rows per (batch, head)
-    spec.locations = Locations::outside;
-    spec.options.device = msda::Device::opencl;
-    return spec;
-}
+ProblemSpec colliding() { return msda::testing::colliding_on(msda::Device::opencl, "colliding_opencl"); }
 
 TEST(OpenCl, BackwardIsBitwiseReproducible) {
     MSDA_REQUIRE_OPENCL();

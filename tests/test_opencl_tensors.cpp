@@ -109,6 +109,11 @@ struct DeviceTensors {
             EXPECT_EQ(error, CL_SUCCESS);
         }
     }
+    // On msda's own queue.
+    DeviceTensors(const ProblemData &data, const msda::OpenClQueue &own, std::size_t first,
+                  bool tables_on_device = false)
+        : DeviceTensors(data, static_cast<cl_context>(own.context), static_cast<cl_command_queue>(own.queue), first,
+                        tables_on_device) {}
     ~DeviceTensors() {
         if (shapes != nullptr) clReleaseMemObject(shapes);
         if (starts != nullptr) clReleaseMemObject(starts);
@@ -191,14 +196,12 @@ void expect_correct(DeviceTensors &tensors, const ProblemData &data) {
 TEST(OpenClTensors, OnMsdasQueueMatchTheReference) {
     MSDA_REQUIRE_OPENCL();
     const msda::OpenClQueue own = msda::opencl_queue();
-    auto context = static_cast<cl_context>(own.context);
-    auto queue = static_cast<cl_command_queue>(own.queue);
     for (const auto locations : {msda::LocationsLayout::BQHLP2, msda::LocationsLayout::B2QHLP}) {
         for (const std::size_t first : {std::size_t{0}, std::size_t{128}, std::size_t{4}, std::size_t{68}}) {
             const auto value = first % 8 ? msda::ValueLayout::BNLC : msda::ValueLayout::BLNC;
             const ProblemData data(spec_for(locations, value, first == 68 ? 3 : 0));
             SCOPED_TRACE(data.spec.describe() + " first element at byte " + std::to_string(first));
-            DeviceTensors tensors(data, context, queue, first, first == 128);
+            DeviceTensors tensors(data, own, first, first == 128);
             ASSERT_NO_THROW(msda::forward(tensors.forward_args(), data.spec.options));
             ASSERT_NO_THROW(msda::backward(tensors.backward_args(), data.spec.options));
             expect_correct(tensors, data);
@@ -215,7 +218,7 @@ TEST(OpenClTensors, AlignedPlanesOfOneBufferMatchTheReference) {
     ProblemSpec spec = spec_for(msda::LocationsLayout::B2QHLP, msda::ValueLayout::BLNC, 0);
     spec.queries = 32;
     const ProblemData data(spec);
-    DeviceTensors tensors(data, static_cast<cl_context>(own.context), static_cast<cl_command_queue>(own.queue), 0);
+    DeviceTensors tensors(data, own, 0);
     ASSERT_EQ(tensors.backward_args().grad_sampling_locations.strides[1] * 4 % 128, 0);
     ASSERT_NO_THROW(msda::forward(tensors.forward_args(), data.spec.options));
     ASSERT_NO_THROW(msda::backward(tensors.backward_args(), data.spec.options));
@@ -275,8 +278,7 @@ TEST(OpenClTensors, ConcurrentCallsMatchTheReference) {
                                     msda::ValueLayout::BLNC, t);
         spec.seed = 300 + t;
         problems.push_back(std::make_unique<ProblemData>(spec));
-        tensors.push_back(std::make_unique<DeviceTensors>(*problems.back(), static_cast<cl_context>(own.context),
-                                                          static_cast<cl_command_queue>(own.queue), firsts[t]));
+        tensors.push_back(std::make_unique<DeviceTensors>(*problems.back(), own, firsts[t]));
     }
     std::vector<std::string> failures(4);
     std::vector<std::thread> threads;
@@ -306,7 +308,7 @@ TEST(OpenClTensors, PlansRunThemOnOpenClOnly) {
     MSDA_REQUIRE_OPENCL();
     const msda::OpenClQueue own = msda::opencl_queue();
     const ProblemData data(spec_for(msda::LocationsLayout::BQHLP2, msda::ValueLayout::BLNC, 1));
-    DeviceTensors tensors(data, static_cast<cl_context>(own.context), static_cast<cl_command_queue>(own.queue), 0);
+    DeviceTensors tensors(data, own, 0);
     const msda::ProblemSize size = msda::ProblemSize::of(tensors.forward_args(), data.spec.options);
     msda::Options options = data.spec.options;
     options.device = msda::Device::opencl;
@@ -335,7 +337,7 @@ TEST(OpenClTensors, AnEmptyQuerySetZeroesGradValue) {
     ProblemSpec spec = spec_for(msda::LocationsLayout::BQHLP2, msda::ValueLayout::BNLC, 2);
     spec.queries = 0;
     const ProblemData data(spec);
-    DeviceTensors tensors(data, static_cast<cl_context>(own.context), static_cast<cl_command_queue>(own.queue), 4);
+    DeviceTensors tensors(data, own, 4);
     ASSERT_NO_THROW(msda::backward(tensors.backward_args(), data.spec.options));
     tensors.read_back();
     for (float v : tensors.host.grad_value.canonical()) ASSERT_EQ(v, 0.0f);
@@ -346,10 +348,8 @@ TEST(OpenClTensors, AnEmptyQuerySetZeroesGradValue) {
 TEST(OpenClTensors, BadDeviceTensorsAreRefusedByName) {
     MSDA_REQUIRE_OPENCL();
     const msda::OpenClQueue own = msda::opencl_queue();
-    auto context = static_cast<cl_context>(own.context);
-    auto queue = static_cast<cl_command_queue>(own.queue);
     const ProblemData data(spec_for(msda::LocationsLayout::BQHLP2, msda::ValueLayout::BLNC, 0));
-    DeviceTensors tensors(data, context, queue, 0);
+    DeviceTensors tensors(data, own, 0);
     const std::vector<std::uint8_t> before = tensors.host.output.bytes();
     auto expect_refused = [&](const msda::ForwardArgs &args, const msda::Options &options, const std::string &text) {
         try {

@@ -249,6 +249,29 @@ void for_each_element(const halide_buffer_t &buffer, int dimension, std::int64_t
     }
 }
 
+// Rewrites bytes [begin, begin + bytes) of a cl_mem in place: read (after
+// the queue's earlier work), changed by `edit` (given their host copy),
+// written back. The OpenCL error, 0 on success.
+template <typename Edit>
+std::int32_t rewrite_span(const opencl::Queue &queue, void *memory, std::uint64_t begin, std::size_t bytes,
+                          Edit edit) {
+    std::vector<std::byte> span(bytes);
+    std::int32_t error = opencl::read(queue, memory, begin, span.size(), span.data());
+    if (error != 0) return error;
+    edit(span.data());
+    return opencl::write(queue, memory, begin, span.size(), span.data());
+}
+
+// Marks a buffer the generated code reads as changed on the host (so it is
+// copied to the device), and one it writes as not.
+void mark_host_copy(halide_buffer_t *raw, bool input) {
+    if (input) {
+        raw->flags |= halide_buffer_flag_host_dirty;
+    } else {
+        raw->flags &= ~static_cast<std::uint64_t>(halide_buffer_flag_host_dirty);
+    }
+}
+
 // A GPU-family call. Host tensors (Options::device): every input is marked
 // as changed on the host, so the generated code copies it to the device,
 // and once the call has succeeded its results are copied back into the
@@ -284,10 +307,12 @@ public:
         // undefined where it also reaches the same memory through a buffer
         // and its sub-buffer, so a cl_mem goes to the kernels as it is only
         // when no other tensor of the call shares its parent.
+        std::vector<opencl::Memory> memories(buffers_.size());
         std::vector<void *> roots(buffers_.size(), nullptr);
         for (std::size_t i = 0; i < buffers_.size(); ++i) {
             if (buffers_[i]->device_handle != nullptr) {
-                roots[i] = opencl::memory(buffers_[i]->device_handle, variant_.name).root;
+                memories[i] = opencl::memory(buffers_[i]->device_handle, variant_.name);
+                roots[i] = memories[i].root;
             }
         }
         for (std::size_t i = 0; i < buffers_.size(); ++i) {
@@ -295,11 +320,7 @@ public:
             halide_buffer_t *raw = b.get();
             const bool input = i < inputs_;
             if (b.device_handle == nullptr) {
-                if (input) {
-                    raw->flags |= halide_buffer_flag_host_dirty;
-                } else {
-                    raw->flags &= ~static_cast<std::uint64_t>(halide_buffer_flag_host_dirty);
-                }
+                mark_host_copy(raw, input);
                 const Reach reach = buffer_reach(*raw);
                 if (pool_ != nullptr && reach.low == 0) {
                     const std::uint64_t bytes = static_cast<std::uint64_t>((reach.high + 1) * raw->type.bytes());
@@ -318,7 +339,7 @@ public:
                 wrap(i, b.device_handle);
                 continue;
             }
-            const opencl::Memory memory = opencl::memory(b.device_handle, variant_.name);
+            const opencl::Memory &memory = memories[i];
             const std::uint64_t origin = memory.root_offset + static_cast<std::uint64_t>(b.device_offset);
             if (reach.low == 0 && origin % opencl::base_alignment(queue_) == 0) {
                 // Exactly its elements' span: sub-buffers of one parent
@@ -399,28 +420,24 @@ private:
         staged_.push_back(std::move(staged));
         Staged &kept = staged_.back();
         raw->host = reinterpret_cast<std::uint8_t *>(kept.memory.data() + kept.first);
-        if (input) {
-            raw->flags |= halide_buffer_flag_host_dirty;
-        } else {
-            raw->flags &= ~static_cast<std::uint64_t>(halide_buffer_flag_host_dirty);
-        }
+        mark_host_copy(raw, input);
     }
 
     // A staged output's elements into its cl_mem: the span as it is now
     // (after the call's kernels), its elements replaced, written back.
     void write_back(const Staged &staged) {
         HalideBuffer &b = *buffers_[staged.buffer];
-        std::vector<std::byte> now(staged.memory.size());
-        std::int32_t error = opencl::read(queue_, b.device_handle, staged.begin, now.size(), now.data());
-        if (error != 0) fail_with("reading back an output of", error, "clEnqueueReadBuffer failed");
         const std::size_t element = b.get()->type.bytes();
-        auto copy = [&](std::int64_t offset) {
-            const std::size_t at = static_cast<std::size_t>(staged.first + offset * static_cast<std::int64_t>(element));
-            std::memcpy(now.data() + at, staged.memory.data() + at, element);
-        };
-        for_each_element(*b.get(), b.get()->dimensions - 1, 0, copy);
-        error = opencl::write(queue_, b.device_handle, staged.begin, now.size(), now.data());
-        if (error != 0) fail_with("writing an output of", error, "clEnqueueWriteBuffer failed");
+        const std::int32_t error =
+            rewrite_span(queue_, b.device_handle, staged.begin, staged.memory.size(), [&](std::byte *now) {
+                auto copy = [&](std::int64_t offset) {
+                    const std::size_t at =
+                        static_cast<std::size_t>(staged.first + offset * static_cast<std::int64_t>(element));
+                    std::memcpy(now + at, staged.memory.data() + at, element);
+                };
+                for_each_element(*b.get(), b.get()->dimensions - 1, 0, copy);
+            });
+        if (error != 0) fail_with("writing an output of", error, "reading or writing its span failed");
     }
 
     // Every buffer as it was: wrapped cl_mem detached, whatever Halide
@@ -542,15 +559,13 @@ void fill_zeros(const TensorView &t, const CheckedCall &checked) {
     }
     if (t.numel() == 0) return;
     const Reach reach = reach_of(t);
-    std::vector<std::byte> span(static_cast<std::size_t>((reach.high - reach.low + 1) * size));
-    const std::uint64_t begin = static_cast<std::uint64_t>(t.byte_offset + reach.low * size);
-    std::int32_t error = opencl::read(checked.queue, t.data, begin, span.size(), span.data());
-    if (error == 0) {
-        for_each_element(t, [&](std::int64_t offset) {
-            std::memset(span.data() + (offset - reach.low) * size, 0, static_cast<std::size_t>(size));
+    const std::int32_t error = rewrite_span(
+        checked.queue, t.data, static_cast<std::uint64_t>(t.byte_offset + reach.low * size),
+        static_cast<std::size_t>((reach.high - reach.low + 1) * size), [&](std::byte *span) {
+            for_each_element(t, [&](std::int64_t offset) {
+                std::memset(span + (offset - reach.low) * size, 0, static_cast<std::size_t>(size));
+            });
         });
-        error = opencl::write(checked.queue, t.data, begin, span.size(), span.data());
-    }
     if (error != 0) {
         throw Error("msda: grad_value: zeroing it on the OpenCL device failed with OpenCL error " +
                     std::to_string(error));

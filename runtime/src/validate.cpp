@@ -185,21 +185,27 @@ Span span_of(const Named &named) {
 }
 
 void check_disjoint(const std::vector<Named> &outputs, const std::vector<Named> &inputs) {
+    // Each span once (a device tensor's asks OpenCL for its parent buffer).
+    auto spans_of = [](const std::vector<Named> &tensors) {
+        std::vector<Span> spans;
+        for (const Named &named : tensors) spans.push_back(span_of(named));
+        return spans;
+    };
+    const std::vector<Span> output_spans = spans_of(outputs), input_spans = spans_of(inputs);
     for (std::size_t i = 0; i < outputs.size(); i++) {
-        Span out = span_of(outputs[i]);
+        const Span &out = output_spans[i];
         if (out.begin == out.end) continue;
-        auto overlaps = [&](const Named &other) {
-            Span s = span_of(other);
+        auto overlaps = [&](const Span &s) {
             return s.root == out.root && s.begin < s.end && s.begin < out.end && out.begin < s.end;
         };
-        for (const Named &input : inputs) {
-            if (overlaps(input)) {
-                fail(outputs[i].name, std::string("its memory overlaps ") + input.name +
+        for (std::size_t j = 0; j < inputs.size(); j++) {
+            if (overlaps(input_spans[j])) {
+                fail(outputs[i].name, std::string("its memory overlaps ") + inputs[j].name +
                                           "; outputs must not alias inputs");
             }
         }
         for (std::size_t j = i + 1; j < outputs.size(); j++) {
-            if (overlaps(outputs[j])) {
+            if (overlaps(output_spans[j])) {
                 fail(outputs[i].name, std::string("its memory overlaps ") + outputs[j].name +
                                           "; outputs must not alias each other");
             }
