@@ -179,10 +179,13 @@ TEST(Relayout, WorkspaceHoldsWhatThePolicyNeeds) {
     EXPECT_EQ(bytes(Relayout::automatic), 0u);
     EXPECT_EQ(bytes(Relayout::always), copy32 + elements * 4 + kAlignmentSlack);
     size.queries = 22223;
-    // Nor is a value of 2 MiB or less, or one head.
-    size.value_length = 2048;  // 2 x 2048 x 8 x 32 float32 = 4 MiB
+    // Nor is a value that fits a core's L2 (the running CPU's,
+    // msda::cpu_dispatch()), or one head. A row of all heads of both batch
+    // elements is 2 x 8 x 32 float32, 2 KiB.
+    const std::int64_t l2_rows = msda::cpu_dispatch().l2_cache_bytes / (2 * 8 * 32 * 4);
+    size.value_length = 2 * l2_rows;  // twice the L2 (4 MiB with 2 MiB)
     EXPECT_GT(bytes(Relayout::automatic), 0u);
-    size.value_length = 1024;  // 2 MiB
+    size.value_length = l2_rows;  // the L2
     EXPECT_EQ(bytes(Relayout::automatic), 0u);
     size.value_length = 22223;
     size.heads = 1;
