@@ -1,10 +1,14 @@
 // Linked into every test binary. When MSDA_EXPECT_X86_TARGET is set (the
 // emulated suite sets it to what each QEMU CPU model must get), the whole
 // run fails before its first test unless the library picked that target.
-// When MSDA_TEST_DEVICE=opencl is set (the opencl label), a build or machine
-// without OpenCL skips the run, saying which. When MSDA_SKIP_ABOVE_THIS_CPU is set (the suites registered again under
-// each MSDA_X86_TARGET cap), a cap this CPU cannot run skips the run, with
-// what the CPU lacks as the reason.
+// When MSDA_TEST_DEVICE=opencl or cuda is set (the opencl and cuda labels),
+// a build or machine without that device skips the run, saying which. When
+// MSDA_SKIP_ABOVE_THIS_CPU is set (the suites registered again under each
+// MSDA_X86_TARGET cap), a cap this CPU cannot run skips the run, with what
+// the CPU lacks as the reason. GoogleTest counts the tests of a run skipped
+// in its environment as passed, so a skipped run also prints kSkippedRun,
+// which the suites' ctest registrations report as SKIPPED
+// (tests/CMakeLists.txt).
 #include <gtest/gtest.h>
 
 #include <msda/msda.hpp>
@@ -17,17 +21,23 @@
 
 namespace {
 
+// Why this run cannot run here, or empty when it can.
+std::string why_skipped(const msda::CpuDispatch &dispatch) {
+    if (std::getenv("MSDA_SKIP_ABOVE_THIS_CPU") != nullptr && !dispatch.error.empty()) return dispatch.error;
+    // The opencl and cuda labels' runs, where this build or this machine
+    // has no OpenCL or CUDA.
+    if (msda::testing::test_device() == msda::Device::opencl) return msda::testing::opencl_unavailable();
+    if (msda::testing::test_device() == msda::Device::cuda) return msda::testing::cuda_unavailable();
+    return "";
+}
+
 class ExpectedTarget : public ::testing::Environment {
 public:
     void SetUp() override {
         const msda::CpuDispatch dispatch = msda::cpu_dispatch();
-        if (std::getenv("MSDA_SKIP_ABOVE_THIS_CPU") != nullptr && !dispatch.error.empty()) {
-            GTEST_SKIP() << dispatch.error;
-        }
-        // The opencl label's runs: skipped, with the reason, where this build
-        // or this machine has no OpenCL.
-        if (msda::testing::test_device() == msda::Device::opencl) {
-            if (const std::string why = msda::testing::opencl_unavailable(); !why.empty()) GTEST_SKIP() << why;
+        if (const std::string why = why_skipped(dispatch); !why.empty()) {
+            std::printf("%s%s\n", msda::testing::kSkippedRun, why.c_str());
+            GTEST_SKIP() << why;
         }
         const char *expected = std::getenv("MSDA_EXPECT_X86_TARGET");
         if (expected == nullptr) return;

@@ -10,6 +10,7 @@
 #include <msda_reference.h>
 
 #include "c_api_views.h"
+#include "test_util.h"
 
 #include <cmath>
 #include <limits>
@@ -22,6 +23,13 @@ using ::testing::HasSubstr;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// The suite's device (the opencl and cuda labels run these cases there).
+msda::Options on_test_device() {
+    msda::Options options;
+    options.device = msda::testing::test_device();
+    return options;
+}
 
 // One level of H x W, one head, C_h channels, one point per query.
 struct SmallProblem {
@@ -120,7 +128,7 @@ TEST(ExtentOneChannels, AnyStrideOnAChannelDimensionOfExtentOneIsAccepted) {
     msda::ForwardArgs forward = problem.forward_args(output);
     forward.value = msda::TensorView::strided(problem.value.data(), msda::DType::f32, {1, 6, 1, 1}, {6, 1, 1, 3});
     forward.output = msda::TensorView::strided(output.data(), msda::DType::f32, {1, 2, 1}, {2, 1, 5});
-    msda::forward(forward);
+    msda::forward(forward, on_test_device());
     msda::BackwardArgs backward{forward.value,
                                 forward.spatial_shapes,
                                 forward.level_start_index,
@@ -134,7 +142,7 @@ TEST(ExtentOneChannels, AnyStrideOnAChannelDimensionOfExtentOneIsAccepted) {
                                                              {1, 2, 1, 1, 1, 2}),
                                 msda::TensorView::contiguous(grad_weights.data(), msda::DType::f32,
                                                              {1, 2, 1, 1, 1})};
-    msda::backward(backward);
+    msda::backward(backward, on_test_device());
 
     const msda::reference::Problem reference = problem.reference();
     expect_matches("output", output, msda::reference::forward(reference));
@@ -162,7 +170,7 @@ TEST(NonFiniteWeightsAndGradients, LeakNothingFromSamplesThatDoNotCount) {
     // become NaN in the reference as well.
     std::vector<float> output(problem.queries * problem.channels, -3.0f);
     msda::ForwardArgs forward = problem.forward_args(output);
-    msda::forward(forward);
+    msda::forward(forward, on_test_device());
     const msda::reference::Problem reference = problem.reference();
     expect_matches("output", output, msda::reference::forward(reference));
 
@@ -181,7 +189,7 @@ TEST(NonFiniteWeightsAndGradients, LeakNothingFromSamplesThatDoNotCount) {
                                                              {1, problem.queries, 1, 1, 1, 2}),
                                 msda::TensorView::contiguous(grad_weights.data(), msda::DType::f32,
                                                              {1, problem.queries, 1, 1, 1})};
-    msda::backward(backward);
+    msda::backward(backward, on_test_device());
     const msda::reference::Gradients expected = msda::reference::backward(
         reference, std::vector<double>(problem.grad_output.begin(), problem.grad_output.end()));
     expect_matches("grad_value", grad_value, expected.value);

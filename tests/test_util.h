@@ -325,11 +325,13 @@ inline float location_for_pixel(double target, std::int64_t size, bool align_cor
 // ----------------------------------------------------------------------------
 // One problem: its sizes, options and float32 inputs in canonical layout.
 
-// The device the suite's calls run on: MSDA_TEST_DEVICE=opencl (the opencl
-// label, tests/opencl.cmake) runs the same cases on Device::opencl.
+// The device the suite's calls run on: MSDA_TEST_DEVICE=opencl or cuda (the
+// opencl and cuda labels, tests/opencl.cmake and cuda.cmake) runs the same
+// cases on Device::opencl or Device::cuda.
 inline msda::Device test_device() {
     const char *device = std::getenv("MSDA_TEST_DEVICE");
-    return device != nullptr && std::string(device) == "opencl" ? msda::Device::opencl : msda::Device::cpu;
+    const std::string name = device != nullptr ? device : "";
+    return name == "opencl" ? msda::Device::opencl : name == "cuda" ? msda::Device::cuda : msda::Device::cpu;
 }
 
 // Whether this build has OpenCL code (MSDA_OPENCL).
@@ -339,6 +341,12 @@ inline bool opencl_built() {
     }
     return false;
 }
+
+// What a test binary prints when its whole run is skipped (its environment,
+// expected_target.cpp), before the reason: GoogleTest counts such a run's
+// tests as passed, so ctest reports the run SKIPPED by this line
+// (kSkipPattern, tests/CMakeLists.txt).
+inline constexpr const char *kSkippedRun = "msda tests: the whole run is SKIPPED: ";
 
 // Why Device::opencl cannot run here, or empty when it can.
 inline std::string opencl_unavailable() {
