@@ -128,7 +128,9 @@ set_property(GLOBAL PROPERTY MSDA_VARIANTS "")
 # msda_add_variant(NAME GENERATOR gen KIND kind CHANNELS c
 #                  [DTYPE f32|f16|bf16] [LOCATIONS f32|f16|bf16] [PARAMS ...])
 #   KIND: forward | grad_value | grad_value_atomic (the GPU family's float
-#         atomic scatter, Options::deterministic = false) | grad_sample | grad_attention_weights
+#         atomic scatter, Options::deterministic = false) | grad_value_serial
+#         (OpenCL: the deterministic scatter for devices without 64-bit
+#         integer atomics) | grad_sample | grad_attention_weights
 #         | grad_sampling_locations | relayout (a value-shaped copy between
 #         layouts; takes DTYPE only)
 #   CHANNELS: the compile-time C_h, 0 for any.
@@ -143,8 +145,11 @@ set_property(GLOBAL PROPERTY MSDA_VARIANTS "")
 #          their gradients. Default 0: any.
 #   FAMILY: the build's CPU family (default: MSDA_CPU_FAMILY's targets),
 #          opencl (MSDA_OPENCL_TARGET) or cuda (MSDA_CUDA_TARGET).
+#   GPU_FEATURES: Halide target features this variant's GPU code needs
+#          beyond its family's target (e.g. cl_atomics64).
 function(msda_add_variant NAME)
-    cmake_parse_arguments(ARG "" "GENERATOR;KIND;CHANNELS;DTYPE;LOCATIONS;OP;LEVELS;POINTS;FAMILY" "PARAMS" ${ARGN})
+    cmake_parse_arguments(ARG "" "GENERATOR;KIND;CHANNELS;DTYPE;LOCATIONS;OP;LEVELS;POINTS;FAMILY"
+                          "PARAMS;GPU_FEATURES" ${ARGN})
     if (NOT ARG_FAMILY)
         set(ARG_FAMILY ${MSDA_CPU_FAMILY})
     endif ()
@@ -156,6 +161,13 @@ function(msda_add_variant NAME)
         set(targets ${MSDA_CPU_TARGETS})
     else ()
         message(FATAL_ERROR "msda_add_variant(${NAME}): FAMILY ${ARG_FAMILY} is neither ${MSDA_CPU_FAMILY}, opencl nor cuda")
+    endif ()
+    if (ARG_GPU_FEATURES)
+        if (ARG_FAMILY STREQUAL MSDA_CPU_FAMILY)
+            message(FATAL_ERROR "msda_add_variant(${NAME}): GPU_FEATURES are for the opencl and cuda families")
+        endif ()
+        list(JOIN ARG_GPU_FEATURES "-" features)
+        set(targets "${targets}-${features}")
     endif ()
     if (NOT ARG_LEVELS)
         set(ARG_LEVELS 0)

@@ -15,6 +15,12 @@ enum class BackwardPart { value, sample, attention_weights, sampling_locations }
 
 const std::map<std::string, Operator> operators = {{"msda", Operator::msda}, {"gka", Operator::gka}};
 
+const std::map<std::string, GradValueSum> sum_kinds = {
+    {"float32", GradValueSum::float32},
+    {"float32_atomic", GradValueSum::float32_atomic},
+    {"fixed_point", GradValueSum::fixed_point},
+};
+
 const std::map<std::string, BackwardPart> backward_parts = {
     {"value", BackwardPart::value},
     {"sample", BackwardPart::sample},
@@ -71,8 +77,6 @@ public:
     // such a variant only for tensors that have them (Options::sample_order).
     GeneratorParam<int> levels{"levels", 0};
     GeneratorParam<int> points{"points", 0};
-    // grad_value by float atomics on the GPU family (schedules::Tunables).
-    GeneratorParam<bool> atomic{"atomic", false};
     // Storage types: value, attention_weights, output, grad_output and their
     // gradients share `storage`; sampling_locations and its gradient have
     // `locations` (float32, or the storage type). Arithmetic is float32
@@ -113,11 +117,13 @@ protected:
         }
         if (points > 0) {
             for (Input<Buffer<void, 5>> *plane : {&locations_x, &locations_y}) {
-                plane->dim(0).set_bounds(0, (int)points).set_stride(2);
-                plane->dim(1).set_bounds(0, (int)levels).set_stride(2 * (int)points);
+                plane->dim(0).set_bounds(0, (int)points);
+                plane->dim(1).set_bounds(0, (int)levels);
+                if (dense_samples()) plane->dim(0).set_stride(2).dim(1).set_stride(2 * (int)points);
             }
-            attention_weights.dim(0).set_bounds(0, (int)points).set_stride(1);
-            attention_weights.dim(1).set_bounds(0, (int)levels).set_stride((int)points);
+            attention_weights.dim(0).set_bounds(0, (int)points);
+            attention_weights.dim(1).set_bounds(0, (int)levels);
+            if (dense_samples()) attention_weights.dim(0).set_stride(1).dim(1).set_stride((int)points);
         }
 
         // Estimates: the Deformable DETR encoder layer of the demo.
@@ -140,6 +146,8 @@ protected:
         in.points = points > 0 ? Expr((int)points) : attention_weights.dim(0).extent();
         in.levels = levels > 0 ? Expr((int)levels) : attention_weights.dim(1).extent();
         in.queries = attention_weights.dim(3).extent();
+        in.heads = attention_weights.dim(2).extent();
+        in.batch = attention_weights.dim(4).extent();
         in.channels = channels > 0 ? Expr((int)channels) : value.dim(0).extent();
         in.align_corners = align_corners;
         in.border = border;
@@ -150,6 +158,12 @@ protected:
         return in;
     }
 
+    // Whether a compile-time N_l and N_p also fixes the (l, p) strides of
+    // the per-sample tensors: the CPU family's by-query walk reads each
+    // query's samples as one vector; the GPU family's kernels read them with
+    // any strides.
+    bool dense_samples() { return schedules::family(this->get_target()) == schedules::Family::cpu; }
+
     schedules::Tunables tunables() const {
         schedules::Tunables t;
         t.channels = channels;
@@ -157,7 +171,6 @@ protected:
         t.vector_width = vector_width;
         t.levels = levels;
         t.points = points;
-        t.atomic = atomic;
         return t;
     }
 };
@@ -196,6 +209,11 @@ private:
 class MsdaBackward : public MsdaGeneratorBase<MsdaBackward> {
 public:
     GeneratorParam<BackwardPart> part{"part", BackwardPart::value, backward_parts};
+    // part=value: how grad_value's contributions are summed (GradValueSum):
+    // in float32 in a fixed order, in float32 by atomic adds (the GPU
+    // family's Options::deterministic = false), or in fixed point (the GPU
+    // family's deterministic sum).
+    GeneratorParam<GradValueSum> sum{"sum", GradValueSum::float32, sum_kinds};
 
     Input<Buffer<void, 4>> grad_output{"grad_output"};  // (c, h, q, b), c dense
 
@@ -209,6 +227,10 @@ public:
             ((part != BackwardPart::sample && part != BackwardPart::value) || op != Operator::msda)) {
             throw std::invalid_argument(
                 "msda_backward: compile-time levels and points are for MSDA's part=sample and part=value only");
+        }
+        if (sum != GradValueSum::float32 && (part != BackwardPart::value || Type(storage) != Float(32))) {
+            throw std::invalid_argument("msda_backward: sum=float32_atomic and sum=fixed_point are for part=value in "
+                                        "float32 storage");
         }
         if (op == Operator::gka && part != BackwardPart::value && part != BackwardPart::attention_weights) {
             throw std::invalid_argument("msda_backward: GKA has gradients for value and attention_weights only");
@@ -232,7 +254,7 @@ public:
         grad_output.set_estimates({{0, 32}, {0, 8}, {0, 22223}, {0, 2}});
         Func grad_output_f32 = widened(grad_output, "grad_output");
         if (part == BackwardPart::value) {
-            value_pipeline = build_grad_value(in, grad_output_f32);
+            value_pipeline = build_grad_value(in, grad_output_f32, sum);
             if (grad_value_sums) {
                 declare_value_shaped(*grad_value_sums, value_pipeline.grad_value);
                 declare_value_shaped(*grad_value_output, value_pipeline.stored);
@@ -264,8 +286,10 @@ public:
                         plane.dim(0).set_bounds(0, (int)points);
                         plane.dim(1).set_bounds(0, (int)levels);
                     }
-                    plane.dim(0).set_stride(step);
-                    plane.dim(1).set_stride(step * (int)points);
+                    if (dense_samples()) {
+                        plane.dim(0).set_stride(step);
+                        plane.dim(1).set_stride(step * (int)points);
+                    }
                 }
             }
         }

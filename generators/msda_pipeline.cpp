@@ -215,28 +215,136 @@ ForwardPipeline build_forward(const MsdaInputs &in) {
     return f;
 }
 
-GradValuePipeline build_grad_value(const MsdaInputs &in, const Func &grad_output) {
+namespace {
+
+// One contribution a * w * g of a scatter over (corner, p, l, q): the row it
+// goes to, its value, and whether its sample counts.
+struct Contribution {
+    Expr row, value, counts;
+};
+
+// The corner is a reduction variable: it indexes the table's fields. A
+// corner outside the level is read at an inside one with half of its
+// weight (sample_geometry), so every counting sample adds exactly a * w * g
+// to the rows of its inside corners; a sample that does not count adds
+// nothing (not 0 * g, which a non-finite g would turn into NaN).
+// promise_query: the query is promised to lie in [0, N_q - 1], which it
+// does; a domain with a predicate (the sums that skip samples rather than
+// add 0) is otherwise bounded by its schedule's split, rounded up, and the
+// pipeline would ask for more queries than its inputs hold.
+Contribution contribution_of(const GradValuePipeline &f, const MsdaInputs &in, const RDom &scatter,
+                             bool promise_query = false) {
+    const MsdaVars &v = f.vars;
+    Expr corner = scatter[0], p = scatter[1], l = scatter[2], q = scatter[3];
+    const CornerEntry corners{f.corners, f.layout, {p, l, v.h, q, v.b}};
+    Expr g_query = promise_query ? unsafe_promise_clamped(q, 0, in.queries - 1) : q;
+    return {corners.row(corner, in), corners.weight(corner) * f.grad_rows(v.c, v.h, g_query, v.b),
+            algebra::sample_counts(corners.mask())};
+}
+
+RDom scatter_domain(const GradValuePipeline &f, const MsdaInputs &in, const std::string &name) {
+    return RDom(0, f.layout.corners, 0, in.points, 0, in.levels, 0, in.queries, name);
+}
+
+// 2^e as a float32, for e in [-126, 127].
+Expr power_of_two(const Expr &e) { return reinterpret<float>((e + 127) << 23); }
+
+// GradValueSum::fixed_point (see msda_pipeline.h).
+//
+// The scale: every finite contribution of batch element b is at most M =
+// largest(b), and an element of grad_value gets at most K = corners * N_q *
+// N_l * N_p of them. With K < 2^kb and M < 2^mb, e = 61 - kb - mb gives
+// |sum| <= K * (M * 2^e + 1/2) < 2^61 + 2^48: no int64 sum overflows, and
+// each contribution is rounded to a multiple of 2^-e, at most 2^-60 K M
+// away. K is capped at 2^48 (no tensor of a call has more elements), so e
+// lies in [61 - 49 - 128, 61 - 1 + 126] = [-116, 186]; 2^e is applied as
+// two float32 factors 2^e1 * 2^e2, each in range, and the products are
+// exact (powers of two) until the rounding to an integer.
+void build_fixed_point_sum(GradValuePipeline &f, const MsdaInputs &in) {
+    const MsdaVars &v = f.vars;
+    FixedPointSum &s = f.fixed;
+    const Expr largest_float = Float(32).max();
+
+    s.samples = RDom(0, in.points, 0, in.levels, "bound_samples");
+    Tuple geometry = f.geometry(s.samples.x, s.samples.y, v.h, v.q, v.b);
+    Expr attention = geometry[in.op == Operator::gka ? int{kNearestAttention} : int{kAttention}];  // 0 unless it counts
+    s.attention_bound = Func("attention_bound");
+    s.attention_bound(v.h, v.q, v.b) = 0.0f;
+    s.attention_bound(v.h, v.q, v.b) =
+        max(s.attention_bound(v.h, v.q, v.b), select(is_finite(attention), abs(attention), 0.0f));
+    s.channels = RDom(0, in.channels, "bound_channels");
+    Expr g = f.grad_rows(s.channels, v.h, v.q, v.b);
+    s.grad_bound = Func("grad_bound");
+    s.grad_bound(v.h, v.q, v.b) = 0.0f;
+    s.grad_bound(v.h, v.q, v.b) = max(s.grad_bound(v.h, v.q, v.b), select(is_finite(g), abs(g), 0.0f));
+    s.bound = Func("bound");
+    s.bound(v.h, v.q, v.b) = min(s.attention_bound(v.h, v.q, v.b) * s.grad_bound(v.h, v.q, v.b), largest_float);
+
+    s.over = RDom(0, in.heads, 0, in.queries, "over");
+    s.largest = Func("largest");
+    s.largest(v.b) = 0.0f;
+    s.largest(v.b) = max(s.largest(v.b), s.bound(s.over.x, s.over.y, v.b));
+
+    Expr count = cast<int64_t>(f.layout.corners) * cast<int64_t>(in.queries) * cast<int64_t>(in.levels) *
+                 cast<int64_t>(in.points);
+    Expr count_bits = 64 - cast<int32_t>(count_leading_zeros(min(count, Expr(int64_t{1} << 48))));
+    Expr largest_bits = (reinterpret<int32_t>(s.largest(v.b)) >> 23) - 126;  // largest(b) < 2^largest_bits
+    s.exponent = Func("exponent");
+    s.exponent(v.b) = 61 - count_bits - largest_bits;
+    Expr e = s.exponent(v.b), e1 = e / 2, e2 = e - e1;
+
+    s.finite_scatter = scatter_domain(f, in, "finite_scatter");
+    const Contribution finite = contribution_of(f, in, s.finite_scatter, true);
+    s.finite_scatter.where(finite.counts && is_finite(finite.value));
+    s.sums = Func("sums");
+    s.sums(v.c, v.h, f.row, v.b) = cast<int64_t>(0);
+    s.sums(v.c, v.h, finite.row, v.b) +=
+        cast<int64_t>(round(strict_float(finite.value * power_of_two(e1) * power_of_two(e2))));
+
+    s.nonfinite_scatter = scatter_domain(f, in, "nonfinite_scatter");
+    const Contribution nonfinite = contribution_of(f, in, s.nonfinite_scatter, true);
+    s.nonfinite_scatter.where(nonfinite.counts && !is_finite(nonfinite.value));
+    s.nonfinite = Func("nonfinite");
+    s.nonfinite(v.c, v.h, f.row, v.b) = 0.0f;
+    s.nonfinite(v.c, v.h, nonfinite.row, v.b) += nonfinite.value;
+
+    Expr others = s.nonfinite(v.c, v.h, f.row, v.b);
+    Expr scaled_back =
+        strict_float(cast<float>(s.sums(v.c, v.h, f.row, v.b)) * power_of_two(-e1) * power_of_two(-e2));
+    f.grad_value = Func("grad_value");
+    f.grad_value(v.c, v.h, f.row, v.b) =
+        select(others == 0.0f, scaled_back, is_nan(others), reinterpret<float>(Expr(0x7fc00000)), others);
+}
+
+}  // namespace
+
+GradValuePipeline build_grad_value(const MsdaInputs &in, const Func &grad_output, GradValueSum sum) {
     GradValuePipeline f;
     bind_vars(f.vars, in);
     const MsdaVars &v = f.vars;
     f.geometry = operator_geometry(in, v, &f.geometry_stages);
     f.layout = CornerLayout::of(CornerTable::scatter, in.op);
     f.corners = corner_table(in, v, f.geometry, f.field, CornerTable::scatter);
-    f.scatter = RDom(0, f.layout.corners, 0, in.points, 0, in.levels, 0, in.queries, "scatter");
-    Expr corner = f.scatter[0], p = f.scatter[1], l = f.scatter[2], q = f.scatter[3];
-
-    // The corner is a reduction variable: it indexes the table's fields. A
-    // corner outside the level is read at an inside one with half of its
-    // weight (sample_geometry), so every counting sample adds exactly a * w
-    // * g to the rows of its inside corners; a sample that does not count
-    // adds nothing (not 0 * g, which a non-finite g would turn into NaN).
-    const CornerEntry corners{f.corners, f.layout, {p, l, v.h, q, v.b}};
     f.grad_rows = grad_rows(grad_output, v);
-    Expr contribution = corners.weight(corner) * f.grad_rows(v.c, v.h, q, v.b);
-    f.grad_value = Func("grad_value");
-    f.grad_value(v.c, v.h, f.row, v.b) = 0.0f;
-    f.grad_value(v.c, v.h, corners.row(corner, in), v.b) +=
-        select(algebra::sample_counts(corners.mask()), contribution, 0.0f);
+    f.sum = sum;
+    if (sum == GradValueSum::fixed_point) {
+        build_fixed_point_sum(f, in);
+    } else {
+        f.scatter = scatter_domain(f, in, "scatter");
+        const Contribution contribution =
+            contribution_of(f, in, f.scatter, sum == GradValueSum::float32_atomic);
+        f.grad_value = Func("grad_value");
+        if (sum == GradValueSum::float32_atomic) {
+            f.scatter.where(contribution.counts);
+            f.atomic_sums = Func("atomic_sums");
+            f.atomic_sums(v.c, v.h, f.row, v.b) = 0.0f;
+            f.atomic_sums(v.c, v.h, contribution.row, v.b) += contribution.value;
+            f.grad_value(v.c, v.h, f.row, v.b) = f.atomic_sums(v.c, v.h, f.row, v.b);
+        } else {
+            f.grad_value(v.c, v.h, f.row, v.b) = 0.0f;
+            f.grad_value(v.c, v.h, contribution.row, v.b) += select(contribution.counts, contribution.value, 0.0f);
+        }
+    }
     if (in.storage != Float(32)) {
         f.stored = Func("grad_value_stored");
         f.stored(v.c, v.h, f.row, v.b) = cast(in.storage, f.grad_value(v.c, v.h, f.row, v.b));

@@ -25,6 +25,7 @@ struct MsdaInputs {
     Halide::Expr levels;  // N_l
     Halide::Expr points;  // N_p
     Halide::Expr queries; // N_q
+    Halide::Expr heads, batch;  // N_h, B
     Halide::Expr channels;
     Halide::Expr align_corners, border;  // bool run-time flags (MSDA)
     Operator op = Operator::msda;
@@ -130,6 +131,45 @@ struct ForwardPipeline {
 };
 ForwardPipeline build_forward(const MsdaInputs &in);
 
+// How grad_value's contributions are summed.
+//   float32: in float32, each element's contributions in the order the
+//     schedule walks them (the CPU family's slices, the GPU family's column
+//     walk); a sample that does not count adds 0.
+//   float32_atomic: in float32, by atomic adds in no fixed order (the GPU
+//     family's Options::deterministic = false); a sample that does not count
+//     adds nothing (a predicate, not an added 0, so each update compiles to
+//     an atomic add).
+//   fixed_point: each finite contribution is scaled by 2^e and rounded to an
+//     int64, and the int64s are summed. Integer addition is exact, so any
+//     order, atomics included, gives the same bits; the sum is then scaled
+//     back and rounded once to float32. e is chosen per call from a bound on
+//     every finite contribution, so that no element's sum can overflow. The
+//     non-finite contributions (+-Inf, NaN) are summed apart in float32,
+//     where addition restricted to them is order-independent too (NaN if any
+//     is NaN or both infinities occur, else that infinity); an element that
+//     gets one is that sum, NaN written as one canonical NaN.
+enum class GradValueSum { float32, float32_atomic, fixed_point };
+
+// The stages of a fixed-point sum (GradValueSum::fixed_point).
+struct FixedPointSum {
+    // (h, q, b): the largest |a| of a query's head's counting samples and
+    // the largest |g| of its channels, finite ones only, and their product
+    // clamped to the largest float: no finite contribution a * w * g of the
+    // query's head is larger (|w| <= 1).
+    Halide::Func attention_bound, grad_bound, bound;
+    Halide::RDom samples;   // (p, l), for attention_bound
+    Halide::RDom channels;  // (c), for grad_bound
+    // (b): the largest bound of a batch element, whose grad_value its
+    // contributions alone reach: its sums are scaled by 2^exponent(b).
+    Halide::Func largest;
+    Halide::RDom over;  // (h, q)
+    Halide::Func exponent;  // (b) int32, in [-116, 186]
+    // (c, h, row, b): the int64 sums of the finite contributions, scaled,
+    // and the float32 sums of the non-finite ones (0 where there are none).
+    Halide::Func sums, nonfinite;
+    Halide::RDom finite_scatter, nonfinite_scatter;  // (corner, p, l, q), as GradValuePipeline::scatter
+};
+
 // grad_value(c, h, row, b) = sum of a * w_corner * g over every sample whose
 // corner is that row. The update's reduction domain is (corner, p, l, q), so
 // a schedule that parallelises over pure variables only (c, h, b) owns
@@ -143,13 +183,25 @@ struct GradValuePipeline {
     Halide::Var field{"field"};
     CornerLayout layout;
     Halide::Func grad_rows;   // (c, h, q, b): grad_output, as read (a schedule may stage it)
-    Halide::Func grad_value;  // (c, h, row, b): zero, then one scatter update, in float32
-    Halide::RDom scatter;     // (corner, p, l, q)
+    // (c, h, row, b) in float32. GradValueSum::float32: zero, then one
+    // scatter update over `scatter`; float32_atomic: a copy of atomic_sums;
+    // fixed_point: pure, from `fixed`.
+    Halide::Func grad_value;
+    Halide::RDom scatter;     // (corner, p, l, q); the float32 sums only
+    // float32_atomic: zero, then the scatter update. Summed apart from
+    // grad_value because the store and the load of an update of a
+    // pipeline's output buffer reach code generation as two index
+    // expressions, which makes an atomic update a compare-and-swap loop
+    // instead of an atomic add.
+    Halide::Func atomic_sums;
+    GradValueSum sum = GradValueSum::float32;
+    FixedPointSum fixed;      // fixed_point only
     // grad_value rounded to the storage type, when that is not float32
     // (undefined otherwise): the sums are made in float32 and rounded once.
     Halide::Func stored;
 };
-GradValuePipeline build_grad_value(const MsdaInputs &in, const Halide::Func &grad_output);
+GradValuePipeline build_grad_value(const MsdaInputs &in, const Halide::Func &grad_output,
+                                   GradValueSum sum = GradValueSum::float32);
 
 // The per-sample gradients: grad_attention_weights = <g, S> and the location
 // gradients a * <g, dS/dx> * sx, a * <g, dS/dy> * sy, all from the four

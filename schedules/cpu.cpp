@@ -310,6 +310,10 @@ void schedule_forward(const Target &target, ForwardPipeline &f, const Tunables &
 }
 
 void schedule_grad_value(const Target &target, GradValuePipeline &f, const Tunables &tunables) {
+    if (f.sum != GradValueSum::float32) {
+        throw std::runtime_error("msda's CPU family sums grad_value in float32 in a fixed order (target " +
+                                 target.to_string() + "): each task owns its slice, without atomics");
+    }
     const MsdaVars &v = f.vars;
     const int width = vector_width(target, tunables);
     Var slice("slice");

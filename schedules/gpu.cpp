@@ -29,6 +29,15 @@ constexpr int kQueryThreads = 8;
 constexpr int kSampleThreads = 64;
 // Rows of a block of the zero-fill and of the half-precision rounding.
 constexpr int kRowThreads = 8;
+// CUDA: channels a thread computes of the forward's output and of the
+// scatters.
+constexpr int kChannelsPerThread = 4;
+// The fixed-point sum's bounds: threads of a block (one (head, query)
+// each); bounds a block of the first level of their maximum takes; threads
+// (a warp on CUDA) that share each level.
+constexpr int kBoundThreads = 128;
+constexpr int kChunk = 1024;
+constexpr int kLanes = 32;
 
 // A value-shaped pure Func (c, h, row, b) over blocks of rows and channels.
 void rows_and_channels(Func f, const MsdaVars &v, const Var &row) {
@@ -41,11 +50,37 @@ void rows_and_channels(Func f, const MsdaVars &v, const Var &row) {
         .gpu_threads(ci, ri);
 }
 
+// With a compile-time N_l and N_p (a variant's levels and points), an
+// update's loops over a query's samples, unrolled.
+void unroll_compile_time_samples(Stage update, const RVar &point, const RVar &level) {
+    if (Internal::is_const(point.extent()) && Internal::is_const(level.extent())) {
+        update.unroll(point).unroll(level);
+    }
+}
+
 }  // namespace
 
-void schedule_forward(const Target &, ForwardPipeline &f, const Tunables &) {
+void schedule_forward(const Target &target, ForwardPipeline &f, const Tunables &) {
     const MsdaVars &v = f.vars;
     Var co("co"), ci("ci"), qo("qo"), qi("qi"), hb("hb");
+    if (target.has_feature(Target::CUDA)) {
+        // A thread sums kChannelsPerThread neighbouring channels of its
+        // query (unrolled): a sample's geometry is computed once for them,
+        // and each corner's loads are independent, in flight together.
+        Var unit("unit");
+        f.output.split(v.c, co, ci, kChannelThreads * kChannelsPerThread, TailStrategy::GuardWithIf)
+            .split(ci, ci, unit, kChannelsPerThread, TailStrategy::GuardWithIf)
+            .split(v.q, qo, qi, kQueryThreads * kChannelsPerThread, TailStrategy::GuardWithIf)
+            .reorder(unit, ci, qi, co, qo, v.h, v.b)
+            .fuse(v.h, v.b, hb)
+            .gpu_blocks(co, qo, hb)
+            .gpu_threads(ci, qi)
+            .unroll(unit);
+        f.accumulated.compute_at(f.output, ci).unroll(v.c);
+        f.accumulated.update().reorder(v.c, f.sum_over.x, f.sum_over.y).unroll(v.c);
+        unroll_compile_time_samples(f.accumulated.update(), f.sum_over.x, f.sum_over.y);
+        return;
+    }
     f.output.split(v.c, co, ci, kChannelThreads, TailStrategy::GuardWithIf)
         .split(v.q, qo, qi, kQueryThreads, TailStrategy::GuardWithIf)
         .reorder(ci, qi, co, qo, v.h, v.b)
@@ -56,24 +91,118 @@ void schedule_forward(const Target &, ForwardPipeline &f, const Tunables &) {
     f.accumulated.compute_at(f.output, ci);
 }
 
-void schedule_grad_value(const Target &, GradValuePipeline &f, const Tunables &tunables) {
+// A sample's corner table, computed once per sample at `at` (each field
+// unrolled into a register): the corners' rows and weights are then read
+// from it, so a scatter's store and its load use the same index and the
+// update compiles to an atomic add (inlined, the table is rebuilt for the
+// row and for each read, and the add becomes a compare-and-swap loop).
+void table_per_sample(Func corners, const Var &field, const LoopLevel &at, int fields) {
+    corners.compute_at(at).bound(field, 0, fields).unroll(field);
+}
+
+// A scatter update over (corner, p, l, q) into a value-shaped Func, atomic:
+// a thread per (query, channel) of a head, adding its samples' corners in
+// whatever order the threads run. `corners` is the table it reads (the
+// pipeline's, or a clone of it for this Func).
+void atomic_scatter(const Target &target, Func into, const RDom &scatter, const MsdaVars &v, Func corners,
+                    const Var &field, int fields) {
+    RVar corner = scatter[0], point = scatter[1], level = scatter[2], query = scatter[3];
+    Var co("co"), ci("ci"), hb("hb"), unit("unit");
+    RVar qo("qo"), qi("qi");
+    Stage update = into.update();
+    update.atomic();
+    if (target.has_feature(Target::CUDA)) {
+        // kChannelsPerThread channels a thread (unrolled): one corner table
+        // for them.
+        update.split(query, qo, qi, kQueryThreads * kChannelsPerThread, TailStrategy::GuardWithIf)
+            .split(v.c, co, ci, kChannelThreads * kChannelsPerThread, TailStrategy::GuardWithIf)
+            .split(ci, ci, unit, kChannelsPerThread, TailStrategy::GuardWithIf)
+            .reorder(unit, corner, point, level, ci, qi, co, qo, v.h, v.b)
+            .unroll(unit);
+        unroll_compile_time_samples(update, point, level);
+    } else {
+        update.split(query, qo, qi, kQueryThreads, TailStrategy::GuardWithIf)
+            .split(v.c, co, ci, kChannelThreads, TailStrategy::GuardWithIf)
+            .reorder(corner, point, level, ci, qi, co, qo, v.h, v.b);
+    }
+    update.fuse(v.h, v.b, hb).gpu_blocks(co, qo, hb).gpu_threads(ci, qi);
+    table_per_sample(corners, field, LoopLevel(into, point), fields);
+}
+
+// A max over the RVar `all` of a reduction's update, in two levels inside a
+// block per pure point: each of kLanes threads takes every kLanes-th term,
+// then one thread takes the max of theirs. Returns the per-thread Func.
+Func max_in_block(const Target &target, Stage update, const RVar &all, const std::string &name) {
+    RVar outer(name + "_outer"), lane_term(name + "_lane_term");
+    Var lane(name + "_lane");
+    Func lanes = update.split(all, outer, lane_term, kLanes, TailStrategy::GuardWithIf).rfactor(lane_term, lane);
+    if (target.has_feature(Target::CUDA)) {
+        // Warp shuffles instead of shared memory for the last level.
+        lanes.gpu_lanes(lane);
+        lanes.update().gpu_lanes(lane);
+    } else {
+        lanes.gpu_threads(lane);
+        lanes.update().gpu_threads(lane);
+    }
+    return lanes;
+}
+
+// GradValueSum::fixed_point: the bounds, a thread per (head, query); each
+// batch element's largest bound in two kernels of block-wise maxima (over
+// chunks of kChunk bounds, then over the chunks); the zeroed sums; the two
+// scatters (integer atomic adds; float atomic adds of the non-finite
+// contributions alone), a thread per (query, channel) as the float32 atomic
+// scatter; grad_value from the sums.
+void schedule_fixed_point(const Target &target, GradValuePipeline &f) {
+    const MsdaVars &v = f.vars;
+    FixedPointSum &s = f.fixed;
+    Var hq("hq"), o("o"), i("i");
+    s.bound.compute_root()
+        .fuse(v.h, v.q, hq)
+        .split(hq, o, i, kBoundThreads, TailStrategy::GuardWithIf)
+        .gpu_blocks(o, v.b)
+        .gpu_threads(i);
+    s.attention_bound.compute_at(s.bound, i);
+    s.grad_bound.compute_at(s.bound, i);
+
+    RVar heads_queries("heads_queries"), chunk("chunk"), term("term");
+    Var u("u");
+    Stage largest = s.largest.update();
+    largest.fuse(s.over.x, s.over.y, heads_queries);
+    Func chunks = largest.split(heads_queries, chunk, term, kChunk, TailStrategy::GuardWithIf).rfactor(chunk, u);
+    chunks.compute_root().gpu_blocks(u, v.b);
+    Func chunk_lanes = max_in_block(target, chunks.update(), term, "chunk");
+    chunks.update().gpu_blocks(u, v.b);
+    chunk_lanes.compute_at(chunks, u);
+    s.largest.compute_root().gpu_blocks(v.b);
+    Func largest_lanes = max_in_block(target, s.largest.update(), chunk, "largest");
+    s.largest.update().gpu_blocks(v.b);
+    largest_lanes.compute_at(s.largest, v.b);
+
+    for (Func sum : {s.sums, s.nonfinite}) {
+        sum.compute_root();
+        rows_and_channels(sum, v, f.row);
+    }
+    atomic_scatter(target, s.sums, s.finite_scatter, v, f.corners, f.field, f.layout.fields);
+    atomic_scatter(target, s.nonfinite, s.nonfinite_scatter, v, f.corners.clone_in(s.nonfinite), f.field,
+                   f.layout.fields);
+    rows_and_channels(f.grad_value, v, f.row);
+}
+
+void schedule_grad_value(const Target &target, GradValuePipeline &f, const Tunables &) {
+    if (f.sum == GradValueSum::fixed_point) {
+        schedule_fixed_point(target, f);
+        return;
+    }
     const MsdaVars &v = f.vars;
     rows_and_channels(f.grad_value, v, f.row);
     Var co("co"), ci("ci"), hb("hb");
     RVar corner = f.scatter[0], point = f.scatter[1], level = f.scatter[2], query = f.scatter[3];
-    if (tunables.atomic) {
-        // Options::deterministic = false: a thread per (query, channel) of
-        // a head, adding its samples' corners into grad_value with float
-        // atomics, in whatever order the threads run.
-        RVar qo("qo"), qi("qi");
-        f.grad_value.update()
-            .atomic()
-            .split(query, qo, qi, kQueryThreads, TailStrategy::GuardWithIf)
-            .split(v.c, co, ci, kChannelThreads, TailStrategy::GuardWithIf)
-            .reorder(corner, point, level, ci, qi, co, qo, v.h, v.b)
-            .fuse(v.h, v.b, hb)
-            .gpu_blocks(co, qo, hb)
-            .gpu_threads(ci, qi);
+    if (f.sum == GradValueSum::float32_atomic) {
+        // Options::deterministic = false: float atomic adds.
+        f.atomic_sums.compute_root();
+        rows_and_channels(f.atomic_sums, v, f.row);
+        atomic_scatter(target, f.atomic_sums, f.scatter, v, f.corners, f.field, f.layout.fields);
     } else {
         // The scatter: one thread per column (c, h, b) of grad_value, the
         // whole reduction domain (corner, p, l, q) serial inside it, query
@@ -84,11 +213,12 @@ void schedule_grad_value(const Target &, GradValuePipeline &f, const Tunables &t
             .fuse(v.h, v.b, hb)
             .gpu_blocks(co, hb)
             .gpu_threads(ci);
+        table_per_sample(f.corners, f.field, LoopLevel(f.grad_value, point), f.layout.fields);
     }
     if (f.stored.defined()) rows_and_channels(f.stored, v, f.row);
 }
 
-void schedule_grad_sample(const Target &, GradSamplePipeline &f, const Tunables &) {
+void schedule_grad_sample(const Target &, GradSamplePipeline &f, const Tunables &tunables) {
     const MsdaVars &v = f.vars;
     Var qo("qo"), qi("qi"), hb("hb");
     f.grads.split(v.q, qo, qi, kSampleThreads, TailStrategy::GuardWithIf)
@@ -99,6 +229,8 @@ void schedule_grad_sample(const Target &, GradSamplePipeline &f, const Tunables 
     // A sample's corner dots, each a serial sum over the channels.
     f.corner_dots.compute_at(f.grads, v.p).bound(f.corner, 0, f.layout.corners).unroll(f.corner);
     f.corner_dots.update().reorder(f.channel.x, f.corner).unroll(f.corner);
+    // A compile-time N_l and N_p: each query's samples unrolled.
+    if (tunables.points > 0) f.grads.unroll(v.p).unroll(v.l);
 }
 
 void schedule_relayout(const Target &target, Func, const Var &, const Var &, const Var &, const Var &) {

@@ -18,11 +18,6 @@ struct Tunables {
     // N_l * N_p samples as one vector; otherwise head by head, level by
     // level over runs of queries.
     int levels = 0, points = 0;
-    // The GPU family's grad_value: float atomic adds from a thread per
-    // (query, channel), in no fixed order (Options::deterministic = false);
-    // otherwise a thread per grad_value column, in a fixed order. The CPU
-    // family is always deterministic and ignores it.
-    bool atomic = false;
 };
 
 void schedule_forward(const Halide::Target &target, ForwardPipeline &pipeline,

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <array>
+#include <limits>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -189,6 +190,39 @@ inline ProblemSpec colliding_on(msda::Device device, const std::string &name) {
     spec.locations = Locations::outside;
     spec.options.device = device;
     return spec;
+}
+
+// The GPU family's deterministic grad_value is summed in fixed point, each
+// contribution scaled by a power of two chosen per call from the largest
+// one a counting sample can make: held to the reference where the
+// contributions are all tiny (scales past 2^127), spread over sixty orders
+// of magnitude (negative scales), and where samples that do not count (NaN
+// locations) carry huge attention weights, which must not set the scale.
+inline void expect_fixed_point_sums_hold(msda::Device device) {
+    const char *cases[] = {"tiny", "spread", "huge_weights_that_do_not_count"};
+    for (int c = 0; c < 3; ++c) {
+        ProblemSpec spec = colliding_on(device, std::string("fixed_point_") + cases[c]);
+        spec.seed = 71 + c;
+        spec.locations = Locations::inside;
+        ProblemData data(spec);
+        for (std::size_t i = 0; i < data.attention_weights.size(); ++i) {
+            float &a = data.attention_weights[i];
+            if (c == 0) a *= 1e-30f;
+            if (c == 1) a *= std::pow(10.0f, static_cast<float>(static_cast<int>(i % 61) - 30));
+            if (c == 2 && i % 7 == 0) {
+                a = 3e38f;
+                data.sampling_locations[2 * i] = std::numeric_limits<float>::quiet_NaN();
+            }
+        }
+        if (c == 0) {
+            for (float &g : data.grad_output) g *= 1e-5f;
+        }
+        SCOPED_TRACE(data.spec.describe());
+        LibraryTensors tensors(data);
+        ASSERT_NO_THROW(msda::forward(tensors.forward_args(), data.spec.options));
+        ASSERT_NO_THROW(msda::backward(tensors.backward_args(), data.spec.options));
+        expect_matches_reference(data, canonical_results(tensors));
+    }
 }
 
 // A GPU family (spec.options.device) refuses half-precision storage with

@@ -66,6 +66,11 @@ TEST(Cuda, TheDefaultBackwardIsBitwiseReproducible) {
     }
 }
 
+TEST(Cuda, FixedPointSumsHoldAtEveryScale) {
+    MSDA_REQUIRE_CUDA();
+    msda::testing::expect_fixed_point_sums_hold(msda::Device::cuda);
+}
+
 TEST(Cuda, HalfPrecisionIsRefusedAndNothingIsWritten) {
     MSDA_REQUIRE_CUDA();
     msda::testing::expect_half_precision_refused(colliding(), "CUDA");

@@ -188,8 +188,8 @@ TEST(DLPackViews, WhatMsdaCannotReadIsRefused) {
     const DLTensor good = made.tensor;
 
     DLTensor tensor = good;
-    tensor.device = {kDLCUDA, 1};
-    expect_refused(tensor, "msda: value: is in CUDA memory (DLPack device type 2, id 1)");
+    tensor.device = {kDLROCM, 1};
+    expect_refused(tensor, "msda: value: is in ROCm memory (DLPack device type 10, id 1)");
     tensor = good;
     tensor.device = {kDLVulkan, 0};
     expect_refused(tensor, "is in Vulkan memory");
@@ -232,11 +232,33 @@ TEST(DLPackViews, WhatMsdaCannotReadIsRefused) {
     tensor = good;
     tensor.device = {kDLCUDAHost, 0};
     EXPECT_EQ(msda::from_dlpack(tensor, "value").data, storage.data());
+    EXPECT_EQ(msda::from_dlpack(tensor, "value").device_type, msda::DeviceType::cpu);
     tensor = good;
     std::int64_t empty[2] = {2, 0};
     tensor.shape = empty;
     tensor.data = nullptr;
     EXPECT_EQ(msda::from_dlpack(tensor, "value").data, nullptr);
+}
+
+// CUDA memory (managed included) is a view on the CUDA device, its data the
+// device address of the first element (any device pointer: the view does
+// not dereference it; the call checks it with the driver).
+TEST(DLPackViews, CudaMemoryIsACudaView) {
+    std::vector<float> storage(6);
+    HandMade made(storage.data(), kFloat32, {2, 3});
+    for (const DLDeviceType type : {kDLCUDA, kDLCUDAManaged}) {
+        DLTensor tensor = made.tensor;
+        tensor.device = {type, 3};
+        tensor.byte_offset = 8;
+        const msda::TensorView view = msda::from_dlpack(tensor, "value");
+        EXPECT_EQ(view.device_type, msda::DeviceType::cuda);
+        EXPECT_EQ(view.device_id, 3);
+        EXPECT_EQ(view.data, storage.data() + 2);
+        EXPECT_EQ(view.byte_offset, 0);
+        EXPECT_EQ(view.shape[1], 3);
+        tensor.byte_offset = 6;
+        expect_refused(tensor, "is not aligned to its 4-byte elements");
+    }
 }
 
 }  // namespace

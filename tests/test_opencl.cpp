@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core_grid.h"
+#include "opencl.h"
 #include "test_util.h"
 
 namespace {
@@ -89,6 +90,33 @@ TEST(OpenCl, APlanReusesItsDeviceBuffersCallAfterCall) {
         msda::testing::expect_nothing_written_outside_views(tensors);
         if (run == 0) msda::testing::expect_matches_reference(data, msda::testing::canonical_results(tensors));
     }
+}
+
+TEST(OpenCl, FixedPointSumsHoldAtEveryScale) {
+    MSDA_REQUIRE_OPENCL();
+    msda::testing::expect_fixed_point_sums_hold(msda::Device::opencl);
+}
+
+// A device without 64-bit integer atomics (cl_khr_int64_base_atomics)
+// gets the serial deterministic scatter: the reference's results, the same
+// bits run to run.
+TEST(OpenCl, DevicesWithoutInt64AtomicsGetTheSerialScatter) {
+    MSDA_REQUIRE_OPENCL();
+    msda::detail::opencl::pretend_no_int64_atomics(true);
+    const ProblemData data(colliding());
+    std::vector<std::uint8_t> first;
+    for (int run = 0; run < 2; ++run) {
+        LibraryTensors tensors(data);
+        EXPECT_NO_THROW(msda::forward(tensors.forward_args(), data.spec.options));
+        EXPECT_NO_THROW(msda::backward(tensors.backward_args(), data.spec.options));
+        if (run == 0) {
+            msda::testing::expect_matches_reference(data, msda::testing::canonical_results(tensors));
+            first = tensors.grad_value.bytes();
+        } else {
+            EXPECT_EQ(tensors.grad_value.bytes(), first);
+        }
+    }
+    msda::detail::opencl::pretend_no_int64_atomics(false);
 }
 
 TEST(OpenCl, HalfPrecisionIsRefusedAndNothingIsWritten) {

@@ -372,7 +372,7 @@ TEST(OpenClTensors, BadDeviceTensorsAreRefusedByName) {
     expect_refused(other_id, data.spec.options, "msda: output: is on OpenCL device 1 but value is on OpenCL device 0");
     msda::ForwardArgs cuda = tensors.forward_args();
     cuda.output.device_type = msda::DeviceType::cuda;
-    expect_refused(cuda, data.spec.options, "msda: output: is on a CUDA device");
+    expect_refused(cuda, data.spec.options, "msda: output: is on CUDA device 0 but value is on OpenCL device 0");
     msda::ForwardArgs past_the_end = tensors.forward_args();
     past_the_end.output.byte_offset = 1 << 20;
     expect_refused(past_the_end, data.spec.options, "msda: output: its elements lie at bytes [1048576, ");

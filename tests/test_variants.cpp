@@ -8,6 +8,7 @@
 
 #include <msda/msda.hpp>
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <tuple>
@@ -91,11 +92,25 @@ void expect_serves_every_float32_call(const char *family) {
 TEST(Variants, OpenClServesEveryFloat32Call) {
     if (!msda::testing::opencl_built()) GTEST_SKIP() << "this build has no OpenCL code (MSDA_OPENCL=OFF)";
     expect_serves_every_float32_call("opencl");
+    // Devices without 64-bit integer atomics: the serial deterministic scatter.
+    const std::vector<msda::CompiledVariant> variants = msda::compiled_variants();
+    for (const msda::Operator op : {msda::Operator::msda, msda::Operator::gka}) {
+        EXPECT_TRUE(has_generic(variants, "grad_value_serial", op, msda::DType::f32, msda::DType::f32, "opencl"));
+    }
 }
 
 TEST(Variants, CudaServesEveryFloat32Call) {
     if (!msda::testing::cuda_built()) GTEST_SKIP() << "this build has no CUDA code (MSDA_CUDA=OFF)";
     expect_serves_every_float32_call("cuda");
+    // Deformable DETR's sizes compiled in (C_h 32, N_l 4, N_p 4), for the
+    // forward and every kind the full backward runs.
+    const std::vector<msda::CompiledVariant> variants = msda::compiled_variants();
+    for (const char *kind : {"forward", "grad_value", "grad_value_atomic", "grad_sample"}) {
+        const bool found = std::any_of(variants.begin(), variants.end(), [&](const msda::CompiledVariant &v) {
+            return v.family == "cuda" && v.kind == kind && v.channels == 32 && v.levels == 4 && v.points == 4;
+        });
+        EXPECT_TRUE(found) << kind;
+    }
 }
 
 }  // namespace

@@ -22,6 +22,13 @@ if (MSDA_TORCH_PYTHON)
         WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/python)
     set_tests_properties(torch_python PROPERTIES LABELS torch TIMEOUT 300
         ENVIRONMENT "PYTHONPATH=${CMAKE_BINARY_DIR}/python;MSDA_TORCH_LIBRARY=")
+    # CUDA tensors: SKIPPED where torch has no CUDA device (Debian's torch
+    # has none; bench/device_check.sh runs it with PyPI's on a GPU).
+    add_test(NAME torch_python_cuda COMMAND ${MSDA_TORCH_PYTHON} -m unittest -v test_msda_torch_cuda
+        WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/python)
+    set_tests_properties(torch_python_cuda PROPERTIES LABELS torch TIMEOUT 300
+        ENVIRONMENT "PYTHONPATH=${CMAKE_BINARY_DIR}/python;MSDA_TORCH_LIBRARY="
+        SKIP_REGULAR_EXPRESSION "${MSDA_SKIP_PATTERN}")
 else ()
     add_test(NAME torch_python COMMAND ${CMAKE_COMMAND} -E echo "SKIPPED: no python3 imports torch (apt install python3-torch)")
     set_tests_properties(torch_python PROPERTIES LABELS torch SKIP_REGULAR_EXPRESSION "SKIPPED")

@@ -59,13 +59,18 @@ const char *device_name(Device device) {
     return device == Device::opencl ? "opencl" : device == Device::cuda ? "cuda" : "cpu";
 }
 
-// A plan's code is for one device: OpenCL tensors need a plan made with
-// Device::opencl.
+// A plan's code is for one device: OpenCL and CUDA tensors need a plan
+// made with Device::opencl or Device::cuda.
 void check_plan_device(const Plan &plan, const detail::CheckedCall &call) {
     if (call.device != plan.options().device) {
-        detail::fail("value", std::string(call.device_tensors ? "is on an OpenCL device" : "is a host tensor") +
+        const char *where = !call.device_tensors            ? "is a host tensor"
+                            : call.device == Device::cuda ? "is on a CUDA device"
+                                                          : "is on an OpenCL device";
+        detail::fail("value", std::string(where) +
                                   ", but the plan was made for Device::" + device_name(plan.options().device) +
-                                  (call.device_tensors ? " (make it with Device::opencl)" : ""));
+                                  (call.device_tensors ? std::string(" (make it with Device::") +
+                                                             device_name(call.device) + ")"
+                                                       : ""));
     }
 }
 

@@ -129,6 +129,8 @@ msda::Options to_options(const msda_options &options) {
     result.device = to_enum<msda::Device>(options.device, MSDA_DEVICE_CUDA, "device");
     result.deterministic = options.atomic_grad_value == 0;
     result.opencl_queue = options.opencl_queue;
+    result.cuda_context = options.cuda_context;
+    result.cuda_stream = options.cuda_stream;
     return result;
 }
 
@@ -195,6 +197,8 @@ msda_options msda_default_options(void) {
     options.device = static_cast<msda_device>(defaults.device);
     options.atomic_grad_value = defaults.deterministic ? 0 : 1;
     options.opencl_queue = defaults.opencl_queue;
+    options.cuda_context = defaults.cuda_context;
+    options.cuda_stream = defaults.cuda_stream;
     options.grad_attention_weights = defaults.grad_attention_weights ? 1 : 0;
     return options;
 }
@@ -318,6 +322,10 @@ msda_status msda_opencl_queue(void **context, void **queue, void **device) {
 
 msda_status msda_release_opencl_context(void *queue) {
     return guarded([&] { msda::release_opencl_context(queue); });
+}
+
+msda_status msda_release_cuda_context(void *context) {
+    return guarded([&] { msda::release_cuda_context(context); });
 }
 
 const char *msda_last_error(void) {

@@ -46,6 +46,7 @@ const char *kind_id(Kind kind) {
     case Kind::forward: return "forward";
     case Kind::grad_value: return "grad_value";
     case Kind::grad_value_atomic: return "grad_value_atomic";
+    case Kind::grad_value_serial: return "grad_value_serial";
     case Kind::grad_sample: return "grad_sample";
     case Kind::grad_attention_weights: return "grad_attention_weights";
     case Kind::grad_sampling_locations: return "grad_sampling_locations";
@@ -167,35 +168,28 @@ HalideBuffer head_major_buffer(const TensorView &t, std::int64_t heads, std::int
     return result;
 }
 
-// The inputs every generated function takes first, and (OpenCL) the
-// queue the call runs on.
+// The inputs every generated function takes first, and the checked call
+// (on a GPU family, the queue or stream it runs on).
 struct CommonInputs {
     HalideBuffer value, spatial_shapes, level_start_index, locations_x, locations_y, weights;
     bool align_corners, border, nearest;
-    const opencl::Queue &queue;
-    opencl::Pool *pool;
+    const CheckedCall &call;
 
     // The level table is only read by the generated code.
     CommonInputs(const TensorView &value_view, const TensorView &locations,
                  const TensorView &attention_weights, const CheckedCall &checked,
                  const Options &options)
-        : CommonInputs(value_view, locations, attention_weights, checked.levels, checked.queue, checked.pool,
-                       options) {}
-    CommonInputs(const TensorView &value_view, const TensorView &locations,
-                 const TensorView &attention_weights, const LevelTable &levels, const opencl::Queue &call_queue,
-                 opencl::Pool *device_buffers, const Options &options)
         : value(value_buffer(value_view, options.value_layout)),
-          spatial_shapes(const_cast<std::int32_t *>(levels.shapes.data()), kInt32, 2),
-          level_start_index(const_cast<std::int32_t *>(levels.starts.data()), kInt32, 1),
+          spatial_shapes(const_cast<std::int32_t *>(checked.levels.shapes.data()), kInt32, 2),
+          level_start_index(const_cast<std::int32_t *>(checked.levels.starts.data()), kInt32, 1),
           locations_x(location_plane(locations, options.locations_layout, 0)),
           locations_y(location_plane(locations, options.locations_layout, 1)),
           weights(weight_buffer(attention_weights)),
           align_corners(options.align_corners),
           border(options.padding_mode == PaddingMode::border),
           nearest(options.rounding == Rounding::nearest),
-          queue(call_queue),
-          pool(device_buffers) {
-        const std::int64_t level_count = static_cast<std::int64_t>(levels.starts.size());
+          call(checked) {
+        const std::int64_t level_count = static_cast<std::int64_t>(checked.levels.starts.size());
         spatial_shapes.set(0, 2, 1);
         spatial_shapes.set(1, level_count, 2);
         level_start_index.set(0, level_count, 1);
@@ -249,17 +243,23 @@ void for_each_element(const halide_buffer_t &buffer, int dimension, std::int64_t
     }
 }
 
-// Rewrites bytes [begin, begin + bytes) of a cl_mem in place: read (after
-// the queue's earlier work), changed by `edit` (given their host copy),
-// written back. The OpenCL error, 0 on success.
+// Rewrites bytes [begin, begin + bytes) of a device tensor's memory (a
+// cl_mem, or a CUDA allocation with `memory` its address) in place: read
+// (after the call's earlier work on its queue or stream), changed by `edit`
+// (given their host copy), written back. The OpenCL or CUDA error, 0 on
+// success.
 template <typename Edit>
-std::int32_t rewrite_span(const opencl::Queue &queue, void *memory, std::uint64_t begin, std::size_t bytes,
+std::int32_t rewrite_span(const CheckedCall &call, void *memory, std::uint64_t begin, std::size_t bytes,
                           Edit edit) {
     std::vector<std::byte> span(bytes);
-    std::int32_t error = opencl::read(queue, memory, begin, span.size(), span.data());
+    const bool cuda = call.device == Device::cuda;
+    const std::uint64_t address = reinterpret_cast<std::uintptr_t>(memory) + begin;
+    std::int32_t error = cuda ? cuda::read(call.stream, address, span.size(), span.data())
+                              : opencl::read(call.queue, memory, begin, span.size(), span.data());
     if (error != 0) return error;
     edit(span.data());
-    return opencl::write(queue, memory, begin, span.size(), span.data());
+    return cuda ? cuda::write(call.stream, address, span.size(), span.data())
+                : opencl::write(call.queue, memory, begin, span.size(), span.data());
 }
 
 // Marks a buffer the generated code reads as changed on the host (so it is
@@ -284,15 +284,24 @@ void mark_host_copy(halide_buffer_t *raw, bool input) {
 // alignment (OpenCL's rule for sub-buffers); otherwise through host memory: an input's span is read back
 // (then copied to the device by the generated code), an output's results
 // come back to host memory and are written into its elements in the
-// cl_mem, whose other bytes keep what they held. buffers[0, inputs) are
-// read, the rest written.
+// cl_mem, whose other bytes keep what they held. On CUDA a device tensor's
+// address is handed over as it is (the allocation checked to hold every
+// element), and host tensors' device memory comes from Halide's CUDA
+// runtime, which keeps freed blocks for reuse on the same stream.
+// buffers[0, inputs) are read, the rest written.
 class DeviceCall {
 public:
-    DeviceCall(const Variant &variant, const opencl::Queue &queue, opencl::Pool *pool,
-               std::vector<HalideBuffer *> buffers, std::size_t inputs)
-        : variant_(variant), queue_(queue), pool_(pool), buffers_(std::move(buffers)), inputs_(inputs) {
-        context_.cl_context = queue.own ? nullptr : queue.context;
-        context_.cl_queue = queue.own ? nullptr : queue.queue;
+    DeviceCall(const Variant &variant, const CheckedCall &call, std::vector<HalideBuffer *> buffers,
+               std::size_t inputs)
+        : variant_(variant), cuda_(variant.family == TargetFamily::cuda), call_(call), buffers_(std::move(buffers)),
+          inputs_(inputs) {
+        if (cuda_) {
+            context_.cu_context = call_.stream.context;
+            context_.cu_stream = call_.stream.stream;
+        } else {
+            context_.cl_context = call_.queue.own ? nullptr : call_.queue.context;
+            context_.cl_queue = call_.queue.own ? nullptr : call_.queue.queue;
+        }
     }
     DeviceCall(const DeviceCall &) = delete;
     DeviceCall &operator=(const DeviceCall &) = delete;
@@ -303,6 +312,10 @@ public:
     // Before the call: each buffer's memory on the device, or marked to be
     // copied there.
     void prepare() {
+        if (cuda_) {
+            prepare_cuda();
+            return;
+        }
         // Each device buffer's parent: OpenCL leaves a kernel's writes
         // undefined where it also reaches the same memory through a buffer
         // and its sub-buffer, so a cl_mem goes to the kernels as it is only
@@ -322,9 +335,9 @@ public:
             if (b.device_handle == nullptr) {
                 mark_host_copy(raw, input);
                 const Reach reach = buffer_reach(*raw);
-                if (pool_ != nullptr && reach.low == 0) {
+                if (call_.pool != nullptr && reach.low == 0) {
                     const std::uint64_t bytes = static_cast<std::uint64_t>((reach.high + 1) * raw->type.bytes());
-                    if (void *memory = pool_->take(queue_, bytes)) {
+                    if (void *memory = call_.pool->take(call_.queue, bytes)) {
                         pooled_.push_back({memory, bytes});
                         wrap(i, memory);
                     }
@@ -341,7 +354,7 @@ public:
             }
             const opencl::Memory &memory = memories[i];
             const std::uint64_t origin = memory.root_offset + static_cast<std::uint64_t>(b.device_offset);
-            if (reach.low == 0 && origin % opencl::base_alignment(queue_) == 0) {
+            if (reach.low == 0 && origin % opencl::base_alignment(call_.queue) == 0) {
                 // Exactly its elements' span: sub-buffers of one parent
                 // that the call writes never overlap (validation).
                 std::int32_t error = 0;
@@ -357,9 +370,26 @@ public:
         }
     }
 
+    // CUDA: device tensors' addresses wrapped, host tensors marked.
+    void prepare_cuda() {
+        for (std::size_t i = 0; i < buffers_.size(); ++i) {
+            HalideBuffer &b = *buffers_[i];
+            if (b.device_handle == nullptr) {
+                mark_host_copy(b.get(), i < inputs_);
+                continue;
+            }
+            device_tensors_ = true;
+            const std::uint64_t address =
+                reinterpret_cast<std::uintptr_t>(b.device_handle) + static_cast<std::uint64_t>(b.device_offset);
+            const int result = cuda::wrap(&context_, b.get(), address);
+            if (result != 0) fail_with("handing a device pointer to", result, context_.message);
+            wrapped_.push_back(i);
+        }
+    }
+
     // After the call succeeded: host tensors' results in the caller's
-    // memory, staged results in their cl_mem; on msda's own queue, the
-    // device's work done.
+    // memory, staged results in their cl_mem; on msda's own queue or
+    // stream, the device's work done.
     void finish() {
         for (std::size_t i = inputs_; i < buffers_.size(); ++i) {
             if (buffers_[i]->device_handle != nullptr && !is_staged(i)) continue;
@@ -370,8 +400,11 @@ public:
             if (staged.buffer < inputs_) continue;
             write_back(staged);
         }
-        if (device_tensors_ && queue_.own) {
-            const std::int32_t error = opencl::finish(queue_);
+        if (device_tensors_ && cuda_ && call_.stream.own) {
+            const int error = cuda::synchronize(call_.stream);
+            if (error != 0) fail_with("waiting for", error, "cuStreamSynchronize failed");
+        } else if (device_tensors_ && !cuda_ && call_.queue.own) {
+            const std::int32_t error = opencl::finish(call_.queue);
             if (error != 0) fail_with("waiting for", error, "clFinish failed");
         }
         completed_ = true;
@@ -414,7 +447,7 @@ private:
         staged.memory.resize(static_cast<std::size_t>((reach.high - reach.low + 1) * element));
         if (input) {
             const std::int32_t error =
-                opencl::read(queue_, b.device_handle, staged.begin, staged.memory.size(), staged.memory.data());
+                opencl::read(call_.queue, b.device_handle, staged.begin, staged.memory.size(), staged.memory.data());
             if (error != 0) fail_with("reading an input of", error, "clEnqueueReadBuffer failed");
         }
         staged_.push_back(std::move(staged));
@@ -429,7 +462,7 @@ private:
         HalideBuffer &b = *buffers_[staged.buffer];
         const std::size_t element = b.get()->type.bytes();
         const std::int32_t error =
-            rewrite_span(queue_, b.device_handle, staged.begin, staged.memory.size(), [&](std::byte *now) {
+            rewrite_span(call_, b.device_handle, staged.begin, staged.memory.size(), [&](std::byte *now) {
                 auto copy = [&](std::int64_t offset) {
                     const std::size_t at =
                         static_cast<std::size_t>(staged.first + offset * static_cast<std::int64_t>(element));
@@ -444,7 +477,13 @@ private:
     // allocated freed, sub-buffers released, staged host memory dropped.
     void release() {
         CallContext context = context_;
-        for (std::size_t i : wrapped_) opencl::detach(&context, buffers_[i]->get());
+        for (std::size_t i : wrapped_) {
+            if (cuda_) {
+                cuda::detach(&context, buffers_[i]->get());
+            } else {
+                opencl::detach(&context, buffers_[i]->get());
+            }
+        }
         wrapped_.clear();
         for (HalideBuffer *buffer : buffers_) {
             halide_buffer_t *raw = buffer->get();
@@ -456,19 +495,20 @@ private:
             raw->flags = 0;
             if (buffer->device_handle != nullptr) raw->host = nullptr;
         }
+        if (cuda_) return;
         for (void *sub : subs_) opencl::release(sub);
         subs_.clear();
         // A failed call may leave kernels running on the plan's buffers:
         // they are given back for the next call once the queue is done.
-        if (!completed_ && !pooled_.empty()) opencl::finish(queue_);
-        for (const auto &[memory, bytes] : pooled_) pool_->give(queue_, memory, bytes);
+        if (!completed_ && !pooled_.empty()) opencl::finish(call_.queue);
+        for (const auto &[memory, bytes] : pooled_) call_.pool->give(call_.queue, memory, bytes);
         pooled_.clear();
         opencl::release_leftover_lock();
     }
 
     const Variant &variant_;
-    const opencl::Queue &queue_;
-    opencl::Pool *pool_;
+    const bool cuda_;  // the CUDA family, else OpenCL
+    const CheckedCall &call_;
     std::vector<HalideBuffer *> buffers_;
     std::size_t inputs_;
     CallContext context_;
@@ -496,7 +536,7 @@ void call(const Variant &variant, CommonInputs &in, Extras &...extras) {
     // After the six common inputs: a backward's grad_output (read), then its
     // results; a forward's output.
     const std::size_t inputs = variant.kind == Kind::forward ? 6 : 7;
-    DeviceCall device(variant, in.queue, in.pool,
+    DeviceCall device(variant, in.call,
                       {&in.value, &in.spatial_shapes, &in.level_start_index, &in.locations_x, &in.locations_y,
                        &in.weights, &extras...},
                       inputs);
@@ -560,14 +600,15 @@ void fill_zeros(const TensorView &t, const CheckedCall &checked) {
     if (t.numel() == 0) return;
     const Reach reach = reach_of(t);
     const std::int32_t error = rewrite_span(
-        checked.queue, t.data, static_cast<std::uint64_t>(t.byte_offset + reach.low * size),
+        checked, t.data, static_cast<std::uint64_t>(t.byte_offset + reach.low * size),
         static_cast<std::size_t>((reach.high - reach.low + 1) * size), [&](std::byte *span) {
             for_each_element(t, [&](std::int64_t offset) {
                 std::memset(span + (offset - reach.low) * size, 0, static_cast<std::size_t>(size));
             });
         });
     if (error != 0) {
-        throw Error("msda: grad_value: zeroing it on the OpenCL device failed with OpenCL error " +
+        const std::string gpu = checked.device == Device::cuda ? "CUDA" : "OpenCL";
+        throw Error("msda: grad_value: zeroing it on the " + gpu + " device failed with " + gpu + " error " +
                     std::to_string(error));
     }
 }
@@ -622,17 +663,27 @@ const char *family_name(TargetFamily family) {
 }
 
 const Variant &select_variant(Kind kind, const ProblemSize &size, Operator op, TargetFamily family) {
-    const Variant *generic = nullptr;
+    const Variant *generic = nullptr, *channels = nullptr;
     bool family_built = false;
     for (const Variant &variant : kVariants) {
         family_built = family_built || variant.family == family;
         if (variant.family != family || variant.kind != kind || variant.op != op || variant.dtype != size.dtype ||
-            variant.locations_dtype != size.locations_dtype || variant.points != 0) {
+            variant.locations_dtype != size.locations_dtype) {
             continue;
         }
-        if (variant.channels == size.channels) return variant;
+        if (variant.points != 0) {
+            // The CPU family's are by-query walks (by_query_variant); the GPU
+            // family's serve exactly their compile-time C_h, N_l and N_p.
+            if (is_gpu(family) && variant.channels == size.channels && variant.levels == size.levels &&
+                variant.points == size.points) {
+                return variant;
+            }
+            continue;
+        }
+        if (variant.channels == size.channels) channels = &variant;
         if (variant.channels == 0) generic = &variant;
     }
+    if (channels != nullptr) return *channels;
     const std::string gpu = family == TargetFamily::cuda ? "CUDA" : "OpenCL";
     if (generic == nullptr && !family_built && is_gpu(family)) {
         throw Error("msda: Options::device asks for " + gpu + ", and this build has no " + gpu +
@@ -655,8 +706,10 @@ const Variant &select_variant(Kind kind, const ProblemSize &size, Operator op, T
 namespace {
 
 // The family's by-query variant of this kind for the sizes (compile-time
-// C_h, N_l and N_p all matching), or null (the GPU family has none).
+// C_h, N_l and N_p all matching), or null (the GPU family walks by level:
+// its compile-time sizes are select_variant's).
 const Variant *by_query_variant(Kind kind, const ProblemSize &size, Operator op, TargetFamily family) {
+    if (is_gpu(family)) return nullptr;
     for (const Variant &variant : kVariants) {
         if (variant.family == family && variant.kind == kind && variant.op == op &&
             variant.dtype == size.dtype && variant.locations_dtype == size.locations_dtype && variant.points != 0 &&
@@ -686,6 +739,9 @@ Kernels select_kernels(const ProblemSize &size, const Options &options) {
         // The float-atomic scatter only where it was asked for and exists.
         const bool atomic = !options.deterministic && is_gpu(family);
         kernels.grad_value = &select_variant(atomic ? Kind::grad_value_atomic : Kind::grad_value, size, op, family);
+        if (!atomic && family == TargetFamily::opencl) {
+            kernels.grad_value_serial = &select_variant(Kind::grad_value_serial, size, op, family);
+        }
         kernels.grad_value_by_query = by_query_variant(Kind::grad_value, size, op, family);
     }
     if (options.grad_attention_weights && locations) {
@@ -913,7 +969,11 @@ void backward_in_order(const Kernels &kernels, const BackwardArgs &args, const O
     const Workspace layout = workspace_layout(size, options);
 
     if (kernels.grad_value != nullptr) {
-        const Variant &scatter = scatter_by_query ? *kernels.grad_value_by_query : *kernels.grad_value;
+        const Variant &scatter = scatter_by_query                      ? *kernels.grad_value_by_query
+                                 : kernels.grad_value_serial != nullptr &&
+                                           !opencl::has_int64_atomics(checked.queue)
+                                     ? *kernels.grad_value_serial
+                                     : *kernels.grad_value;
         HalideBuffer grad_value = value_buffer(args.grad_value, options.value_layout);
         void *sums_memory = static_cast<char *>(workspace) + layout.sums_offset();
         if (layout.value_copy > 0 && !is_head_major(grad_value)) {

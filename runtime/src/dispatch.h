@@ -18,11 +18,14 @@ namespace msda::detail {
 // What the generated code gets as its user_context: the call's own error
 // messages (Halide's error handler appends to them, so concurrent calls never
 // mix them and nothing is printed or aborted) and, on OpenCL, the queue and
-// context the call runs on (null: msda's own; see opencl.cpp's hooks).
+// context the call runs on (null: msda's own; see opencl.cpp's hooks), on
+// CUDA its context and stream (cuda.cpp's hooks).
 struct CallContext {
     std::string message;
     void *cl_context = nullptr;
     void *cl_queue = nullptr;
+    void *cu_context = nullptr;  // CUDA: the call's context and stream (cuda.cpp's hooks)
+    void *cu_stream = nullptr;
 };
 // Installs the error handler that fills CallContext::message (once).
 void install_error_handler();
@@ -31,6 +34,7 @@ enum class Kind {
     forward,
     grad_value,
     grad_value_atomic,  // the GPU family's float-atomic scatter (Options::deterministic = false)
+    grad_value_serial,  // OpenCL's deterministic scatter where the device has no 64-bit integer atomics
     grad_sample,
     grad_attention_weights,
     grad_sampling_locations,
@@ -102,6 +106,9 @@ struct Kernels {
     const Variant *grad_sample_by_query = nullptr;
     const Variant *grad_value_by_query = nullptr;
     const Variant *grad_value = nullptr;
+    // OpenCL, deterministic: the scatter for a device without 64-bit integer
+    // atomics, which grad_value's fixed-point sum needs; null otherwise.
+    const Variant *grad_value_serial = nullptr;
     const Variant *grad_sample = nullptr;  // the asked-for per-sample gradients
 };
 Kernels select_kernels(const ProblemSize &size, const Options &options);

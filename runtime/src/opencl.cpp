@@ -14,6 +14,7 @@
 #endif
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -355,6 +356,28 @@ std::uint64_t base_alignment(const Queue &queue) {
     }
     return bits / 8;
 }
+
+namespace {
+std::atomic<bool> pretending_no_int64_atomics{false};
+}  // namespace
+
+bool has_int64_atomics(const Queue &queue) {
+    if (pretending_no_int64_atomics) return false;
+    // A device's extensions do not change: each device is asked once.
+    static std::mutex mutex;
+    static std::vector<std::pair<void *, bool>> known;
+    std::lock_guard<std::mutex> lock(mutex);
+    for (const auto &[device, has] : known) {
+        if (device == queue.device) return has;
+    }
+    const std::string extensions =
+        text_info(loaded_library().device_info, static_cast<cl_device_id>(queue.device), kDeviceExtensions);
+    const bool has = extensions.find("cl_khr_int64_base_atomics") != std::string::npos;
+    known.emplace_back(queue.device, has);
+    return has;
+}
+
+void pretend_no_int64_atomics(bool pretend) { pretending_no_int64_atomics = pretend; }
 
 void *sub_buffer(void *root, std::uint64_t origin, std::uint64_t bytes, std::int32_t &error) {
     const std::size_t region[2] = {static_cast<std::size_t>(origin), static_cast<std::size_t>(bytes)};

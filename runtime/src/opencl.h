@@ -43,6 +43,13 @@ Memory memory(void *handle, const char *tensor);
 // The alignment a sub-buffer's origin needs on the queue's device, in bytes.
 std::uint64_t base_alignment(const Queue &queue);
 
+// Whether the queue's device has 64-bit integer atomics
+// (cl_khr_int64_base_atomics), which the deterministic grad_value's
+// fixed-point sum needs (without them, a call runs the serial scatter).
+bool has_int64_atomics(const Queue &queue);
+// For tests: every device treated as lacking them (true), or as it is.
+void pretend_no_int64_atomics(bool pretend);
+
 // A sub-buffer of `root` (no sub-buffer itself) at an aligned origin, or
 // nullptr with the OpenCL error in `error`.
 void *sub_buffer(void *root, std::uint64_t origin, std::uint64_t bytes, std::int32_t &error);

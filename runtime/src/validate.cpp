@@ -160,8 +160,9 @@ struct Named {
     const char *name;
 };
 
-// Where a tensor's elements lie: bytes [begin, end) of host memory (root
-// null) or of an OpenCL buffer that is no sub-buffer (root).
+// Where a tensor's elements lie: bytes [begin, end) of host or CUDA
+// memory (root null: one address space) or of an OpenCL buffer that is no
+// sub-buffer (root).
 struct Span {
     const void *root = nullptr;
     std::uint64_t begin = 0, end = 0;
@@ -222,18 +223,26 @@ std::int64_t read_integer(const TensorView &t, std::int64_t offset) {
 // Where a tensor is, for messages.
 std::string where(const TensorView &t) {
     if (t.device_type == DeviceType::opencl) return "on OpenCL device " + std::to_string(t.device_id);
+    if (t.device_type == DeviceType::cuda) return "on CUDA device " + std::to_string(t.device_id);
     return "a host tensor";
 }
 
+bool is_device(const TensorView &t) { return t.device_type != DeviceType::cpu; }
+
 void check_device_code(const TensorView &t, const char *name) {
-    if (t.device_type == DeviceType::cuda) {
-        fail(name, "is on a CUDA device (DLPack device type 2), which this build has no code for");
-    }
-    if (t.device_type != DeviceType::cpu && t.device_type != DeviceType::opencl) {
+    if (t.device_type != DeviceType::cpu && t.device_type != DeviceType::opencl &&
+        t.device_type != DeviceType::cuda) {
         fail(name, "has device type " + std::to_string(static_cast<int>(t.device_type)) +
-                       ", which msda does not know (DLPack's codes it takes: 1 CPU, 4 OpenCL)");
+                       ", which msda does not know (DLPack's codes it takes: 1 CPU, 2 CUDA, 4 OpenCL)");
     }
     if (t.byte_offset < 0) fail(name, "byte_offset is negative (" + std::to_string(t.byte_offset) + ")");
+    if (t.device_type == DeviceType::cuda && t.device_id < 0) {
+        fail(name, "is on CUDA device " + std::to_string(t.device_id) + "; a device ordinal is 0 or more");
+    }
+}
+
+Device device_of(DeviceType type) {
+    return type == DeviceType::opencl ? Device::opencl : type == DeviceType::cuda ? Device::cuda : Device::cpu;
 }
 
 // The call's device: every tensor but the level tables on the one value
@@ -253,33 +262,74 @@ void resolve_device(CheckedCall &call, const std::vector<Named> &tensors, const 
                                  "level_start_index may also be host tensors)");
         }
     }
-    const bool on_device = first != nullptr && first->tensor->device_type == DeviceType::opencl;
+    const bool on_device = first != nullptr && is_device(*first->tensor);
     for (const Named &named : tables) {
         const TensorView &t = *named.tensor;
         if (!t.present()) continue;
         check_device_code(t, named.name);
-        if (t.device_type == DeviceType::opencl && (!on_device || t.device_id != first->tensor->device_id)) {
+        if (is_device(t) && (!on_device || t.device_type != first->tensor->device_type ||
+                             t.device_id != first->tensor->device_id)) {
             fail(named.name, "is " + where(t) + " but " + (first ? first->name : "value") + " is " +
                                  (first ? where(*first->tensor) : "absent") +
                                  "; the level tables are host tensors or on the call's device");
         }
     }
     call.device_tensors = on_device;
-    call.device = on_device ? Device::opencl : options.device;
+    call.device = on_device ? device_of(first->tensor->device_type) : options.device;
+    // What the call runs on, in words, for the options that do not apply.
+    const std::string runs_on = call.device == Device::cpu ? "the CPU (its tensors are host tensors and "
+                                                             "Options::device is cpu)"
+                                : call.device == Device::cuda ? "CUDA"
+                                                              : "OpenCL";
     if (options.opencl_queue != nullptr && call.device != Device::opencl) {
-        fail("options.opencl_queue", call.device == Device::cuda
-                                         ? "is set, but the call runs on CUDA (Options::device is cuda)"
-                                         : "is set, but the call runs on the CPU (its tensors are host tensors and "
-                                           "Options::device is cpu)");
+        fail("options.opencl_queue", "is set, but the call runs on " + runs_on);
+    }
+    if (call.device != Device::cuda) {
+        if (options.cuda_stream != nullptr) fail("options.cuda_stream", "is set, but the call runs on " + runs_on);
+        if (options.cuda_context != nullptr) fail("options.cuda_context", "is set, but the call runs on " + runs_on);
     }
     if (call.device == Device::opencl) call.queue = opencl::call_queue(options);
-    if (call.device == Device::cuda) require_cuda_device();
+    if (call.device == Device::cuda) {
+        require_cuda_device();
+        call.stream = cuda::call_stream(options, on_device ? first->tensor->device_id : -1);
+    }
+}
+
+// A CUDA tensor's elements within its allocation, on the call's device, at
+// addresses its dtype's alignment allows (after check_addressable).
+void check_cuda_memory(const TensorView &t, const char *name, const CheckedCall &call) {
+    if (t.numel() == 0) return;  // nothing is read or written (an engine's empty tensor may have no memory)
+    const char *first = static_cast<const char *>(t.data) + t.byte_offset;
+    const cuda::Memory memory = cuda::memory(first, name);
+    if (memory.device != call.stream.device) {
+        fail(name, "its memory is on CUDA device " + std::to_string(memory.device) + ", but its device_id is " +
+                       std::to_string(t.device_id) + " and the call runs on device " +
+                       std::to_string(call.stream.device));
+    }
+    const std::uint64_t size = dtype_size(t.dtype);
+    const std::uint64_t address = reinterpret_cast<std::uintptr_t>(first);
+    if (address % size != 0) {
+        fail(name, "its first element is at device address " + std::to_string(address) + ", not a multiple of " +
+                       std::to_string(size) + " (its dtype's size)");
+    }
+    const Reach reach = reach_of(t);
+    const std::uint64_t begin = address + reach.low * size, end = address + (reach.high + 1) * size;
+    if (begin < memory.base || end > memory.base + memory.size) {
+        fail(name, "its elements lie at bytes [" + std::to_string(begin - memory.base) + ", " +
+                       std::to_string(end - memory.base) + ") of its CUDA allocation, which holds " +
+                       std::to_string(memory.size) + " bytes");
+    }
 }
 
 // A device tensor's elements within its cl_mem, which belongs to the
-// context of the call's queue (after check_addressable).
+// context of the call's queue, or within its CUDA allocation (after
+// check_addressable).
 void check_device_memory(const TensorView &t, const char *name, const CheckedCall &call) {
-    if (!t.present() || t.device_type != DeviceType::opencl) return;
+    if (!t.present() || t.device_type == DeviceType::cpu) return;
+    if (t.device_type == DeviceType::cuda) {
+        check_cuda_memory(t, name, call);
+        return;
+    }
     const opencl::Memory memory = opencl::memory(t.data, name);
     if (memory.context != call.queue.context) {
         fail(name, std::string("its cl_mem belongs to another OpenCL context than the call's queue (") +
@@ -299,14 +349,22 @@ void check_device_memory(const TensorView &t, const char *name, const CheckedCal
 // the device into `memory` (a dense copy of their span).
 TensorView host_table(const TensorView &t, const char *name, const CheckedCall &call,
                       std::vector<std::byte> &memory) {
-    if (t.device_type != DeviceType::opencl || t.numel() == 0) return t;
+    if (!is_device(t) || t.numel() == 0) return t;
     check_device_memory(t, name, call);
     const Reach reach = reach_of(t);
     const std::int64_t size = static_cast<std::int64_t>(dtype_size(t.dtype));
     memory.resize(static_cast<std::size_t>((reach.high - reach.low + 1) * size));
-    const std::int32_t error = opencl::read(call.queue, t.data, static_cast<std::uint64_t>(t.byte_offset + reach.low * size),
-                                            memory.size(), memory.data());
-    if (error != 0) fail(name, "reading it back from the OpenCL device failed with OpenCL error " + std::to_string(error));
+    const std::uint64_t begin = static_cast<std::uint64_t>(t.byte_offset + reach.low * size);
+    if (t.device_type == DeviceType::cuda) {
+        const int error = cuda::read(call.stream, reinterpret_cast<std::uintptr_t>(t.data) + begin, memory.size(),
+                                     memory.data());
+        if (error != 0) fail(name, "reading it back from the CUDA device failed with CUDA error " + std::to_string(error));
+    } else {
+        const std::int32_t error = opencl::read(call.queue, t.data, begin, memory.size(), memory.data());
+        if (error != 0) {
+            fail(name, "reading it back from the OpenCL device failed with OpenCL error " + std::to_string(error));
+        }
+    }
     TensorView host = t;
     host.device_type = DeviceType::cpu;
     host.device_id = 0;

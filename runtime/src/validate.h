@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda.h"
 #include "opencl.h"
 
 namespace msda::detail {
@@ -24,11 +25,13 @@ struct LevelTable {
 struct CheckedCall {
     ProblemSize size;
     LevelTable levels;
-    // Where the call computes: Options::device for host tensors, OpenCL for
-    // tensors on an OpenCL device (device_tensors), on `queue`.
+    // Where the call computes: Options::device for host tensors, OpenCL or
+    // CUDA for tensors on such a device (device_tensors), on `queue` (OpenCL)
+    // or `stream` (CUDA).
     Device device = Device::cpu;
     bool device_tensors = false;
     opencl::Queue queue;
+    cuda::Stream stream;
     opencl::Pool *pool = nullptr;  // a Plan's device buffers for host tensors, or null
 };
 

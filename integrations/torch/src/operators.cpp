@@ -1,7 +1,7 @@
 // The operators' schemas, the C++ functions that call them through the
 // dispatcher, and the tensor checks every kernel shares. The kernels are
-// registered per dispatch key: cpu_kernels.cpp (CPU), autograd.cpp
-// (Autograd); a device adds its own key's kernels beside them.
+// registered per dispatch key: cpu_kernels.cpp (CPU), cuda_kernels.cpp
+// (CUDA, with a CUDA-enabled LibTorch), autograd.cpp (Autograd).
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
@@ -179,8 +179,8 @@ std::tuple<at::Tensor, at::Tensor> geometric_kernel_attention_backward(
 
 msda::TensorView tensor_view(const at::Tensor &tensor, const char *name) {
     TORCH_CHECK(tensor.defined(), "msda: ", name, " is an undefined tensor");
-    TORCH_CHECK(tensor.device().is_cpu(), "msda: ", name, " is on ", tensor.device().str(),
-                "; msda's CPU code reads tensors in host memory (move it with .cpu())");
+    TORCH_CHECK(tensor.device().is_cpu() || tensor.device().is_cuda(), "msda: ", name, " is on ",
+                tensor.device().str(), "; msda reads tensors in host or CUDA memory (move it with .cpu())");
     TORCH_CHECK(tensor.layout() == at::kStrided, "msda: ", name, " has layout ", tensor.layout(),
                 "; msda reads strided (dense) tensors (convert it with .to_dense())");
     TORCH_CHECK(tensor.dim() <= msda::kMaxRank, "msda: ", name, " has ", tensor.dim(),
@@ -201,6 +201,10 @@ msda::TensorView tensor_view(const at::Tensor &tensor, const char *name) {
     // A conjugate or negative view would need its bit resolved first; torch
     // sets those bits only on complex tensors, which are refused above.
     view.data = tensor.data_ptr();
+    if (tensor.device().is_cuda()) {
+        view.device_type = msda::DeviceType::cuda;
+        view.device_id = tensor.device().index();
+    }
     view.rank = static_cast<int>(tensor.dim());
     for (int d = 0; d < view.rank; ++d) {
         view.shape[d] = tensor.size(d);

@@ -5,17 +5,18 @@
 //   msda::TensorView value = msda::from_dlpack(managed_value, "value");
 //
 // Host memory: the view points at the DLTensor's data plus its byte_offset.
+// CUDA memory (kDLCUDA, and kDLCUDAManaged): the same, a device address
+// (DeviceType::cuda, with its device_id); a call with it runs on CUDA.
 // OpenCL memory (kDLOpenCL): the view's data is the DLTensor's data, the
 // cl_mem, and its byte_offset the DLTensor's (DeviceType::opencl, with its
 // device_id); a call with it runs on OpenCL (Options::device). Either way
 // the view has the shape, and the strides (in elements) or, when there are
 // none, the compact row-major ones. The DLManagedTensor stays owned by the
 // caller: call its deleter once msda is done with the view. What msda cannot
-// read is an msda::Error naming the tensor: memory of another device (CUDA
-// included, for now), a dtype msda has no code for (float32, float16,
-// bfloat16, float64 for a clear error later, int32, int64), vector lanes,
-// more than 6 dimensions, a negative extent, or a first element not aligned
-// to its size.
+// read is an msda::Error naming the tensor: memory of another device, a
+// dtype msda has no code for (float32, float16, bfloat16, float64 for a
+// clear error later, int32, int64), vector lanes, more than 6 dimensions, a
+// negative extent, or a first element not aligned to its size.
 #pragma once
 
 #include <dlpack/dlpack.h>
@@ -76,15 +77,17 @@ inline DType dtype_of(const DLDataType &type, const char *name) {
 }  // namespace dlpack_detail
 
 // The view of `tensor`'s memory: host memory (kDLCPU, and the pinned host
-// memory of kDLCUDAHost and kDLROCMHost) or an OpenCL buffer (kDLOpenCL).
+// memory of kDLCUDAHost and kDLROCMHost), CUDA device memory (kDLCUDA,
+// kDLCUDAManaged) or an OpenCL buffer (kDLOpenCL).
 inline TensorView from_dlpack(const DLTensor &tensor, const char *name = "tensor") {
     using dlpack_detail::refuse;
     const int device = static_cast<int>(tensor.device.device_type);
-    if (device != kDLCPU && device != kDLCUDAHost && device != kDLROCMHost && device != kDLOpenCL) {
+    const bool cuda = device == kDLCUDA || device == kDLCUDAManaged;
+    if (device != kDLCPU && device != kDLCUDAHost && device != kDLROCMHost && device != kDLOpenCL && !cuda) {
         refuse(name, std::string("is in ") + dlpack_detail::device_name(device) + " memory (DLPack device type " +
                          std::to_string(device) + ", id " + std::to_string(tensor.device.device_id) +
-                         "); msda reads host memory (kDLCPU, kDLCUDAHost or kDLROCMHost) and OpenCL buffers "
-                         "(kDLOpenCL)");
+                         "); msda reads host memory (kDLCPU, kDLCUDAHost or kDLROCMHost), CUDA memory (kDLCUDA, "
+                         "kDLCUDAManaged) and OpenCL buffers (kDLOpenCL)");
     }
     if (tensor.ndim < 0 || tensor.ndim > kMaxRank) {
         refuse(name, "has " + std::to_string(tensor.ndim) + " dimensions; msda's tensors have at most " +
@@ -137,6 +140,10 @@ inline TensorView from_dlpack(const DLTensor &tensor, const char *name = "tensor
                          ") is not aligned to its " + std::to_string(element) + "-byte elements");
     }
     view.data = reinterpret_cast<void *>(address);
+    if (cuda) {
+        view.device_type = DeviceType::cuda;
+        view.device_id = tensor.device.device_id;
+    }
     return view;
 }
 

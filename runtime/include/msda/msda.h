@@ -35,8 +35,9 @@ typedef enum msda_dtype {
 /* Strides in elements. data == NULL with rank == 0 means absent.
  * device_type: MSDA_DEVICE_TYPE_CPU (0, as in a zeroed struct, means the
  * same): data + byte_offset is the first element's address;
- * MSDA_DEVICE_TYPE_OPENCL: data is the cl_mem, byte_offset where the first
- * element is in it (msda::TensorView). */
+ * MSDA_DEVICE_TYPE_CUDA: the same, a device address, device_id the device
+ * ordinal; MSDA_DEVICE_TYPE_OPENCL: data is the cl_mem, byte_offset where
+ * the first element is in it (msda::TensorView). */
 typedef struct msda_tensor {
     void *data;
     msda_dtype dtype;
@@ -83,8 +84,11 @@ typedef struct msda_options {
     msda_relayout relayout;
     msda_sample_order sample_order;
     msda_device device; /* where the call computes (msda::Device) */
-    int atomic_grad_value; /* non-zero: OpenCL sums grad_value by float atomics (msda::Options::deterministic = false) */
+    int atomic_grad_value; /* non-zero: OpenCL and CUDA sum grad_value by float atomics
+                              (msda::Options::deterministic = false) */
     void *opencl_queue;    /* a cl_command_queue, or NULL for msda's own (msda::Options::opencl_queue) */
+    void *cuda_context;    /* a CUcontext, or NULL (msda::Options::cuda_context) */
+    void *cuda_stream;     /* a CUstream, or NULL for msda's own (msda::Options::cuda_stream) */
 } msda_options;
 
 typedef struct msda_forward_args {
@@ -139,6 +143,8 @@ const char *msda_cpu_target(void);
 msda_status msda_opencl_queue(void **context, void **queue, void **device);
 /* Before destroying a context msda ran on (msda::release_opencl_context). */
 msda_status msda_release_opencl_context(void *queue);
+/* Before destroying a CUDA context msda ran in (msda::release_cuda_context). */
+msda_status msda_release_cuda_context(void *context);
 /* The message of this thread's last failed call ("" if none). */
 const char *msda_last_error(void);
 

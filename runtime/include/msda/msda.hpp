@@ -32,8 +32,9 @@ std::size_t dtype_size(DType);
 constexpr int kMaxRank = 6;
 
 // Where a tensor's memory is, in DLPack's device type codes. cpu: host
-// memory. opencl: an OpenCL buffer (cl_mem). cuda: no code for it yet (a
-// call with a CUDA tensor fails naming it).
+// memory. cuda: CUDA device memory (a device pointer, CUdeviceptr, as
+// cudaMalloc, cuMemAlloc or an engine's allocator gives it; managed memory
+// too). opencl: an OpenCL buffer (cl_mem).
 enum class DeviceType : std::int32_t { cpu = 1, cuda = 2, opencl = 4 };
 
 // A non-owning view of a strided tensor. Strides are in elements, not bytes.
@@ -41,8 +42,8 @@ enum class DeviceType : std::int32_t { cpu = 1, cuda = 2, opencl = 4 };
 // that were not asked for).
 //
 // Host memory: data + byte_offset is the address of the first element (the
-// one at index 0 in every dimension). Device memory: data is the native
-// handle (a cl_mem for OpenCL) and byte_offset says where the first element
+// one at index 0 in every dimension). CUDA: the same, a device address.
+// OpenCL: data is the cl_mem and byte_offset says where the first element
 // is in the memory it names. All tensors of one call are on one device (one
 // device_type and device_id), except that spatial_shapes and
 // level_start_index may always be host tensors (see Options::device).
@@ -53,10 +54,12 @@ struct TensorView {
     std::int64_t shape[kMaxRank] = {};
     std::int64_t strides[kMaxRank] = {};
     DeviceType device_type = DeviceType::cpu;
-    std::int32_t device_id = 0;  // DLPack's device_id; OpenCL: 0, the device of the call's queue
+    std::int32_t device_id = 0;  // DLPack's device_id: CUDA's device ordinal; OpenCL: 0, the
+                                 // device of the call's queue
     std::int64_t byte_offset = 0;
 
-    // This view on a device: data becomes the device's handle (a cl_mem).
+    // This view on a device: data becomes the device pointer (CUDA) or
+    // handle (a cl_mem).
     TensorView on_device(DeviceType type, std::int32_t id = 0, std::int64_t offset_bytes = 0) const {
         TensorView view = *this;
         view.device_type = type;
@@ -125,10 +128,13 @@ enum class SampleOrder : int { automatic = 0, by_level = 1, by_query = 2 };
 // from run to run.
 // cuda: its CUDA code (the same GPU family, compiled to PTX for compute
 // capability 8.6, which the CUDA driver compiles for its GPU on first use)
-// on the CUDA device Halide's CUDA runtime picks (HL_GPU_DEVICE chooses
-// another), host tensors only: copied to the device and back as for opencl,
-// float32 only, deterministic unless Options::deterministic is false.
-// Without a CUDA driver or device a call fails saying so (cuda_devices()).
+// on the device of Options::cuda_context or cuda_stream, else device
+// HL_GPU_DEVICE (0 when unset): host tensors are copied to the device and
+// back as for opencl. Tensors on a CUDA device always run the CUDA code, on
+// their device (docs/cuda.md: the context, the stream and what is done when
+// a call returns); float32 only; deterministic unless
+// Options::deterministic is false. Without a CUDA driver or device a call
+// fails saying so (cuda_devices()).
 enum class Device : int { cpu = 0, opencl = 1, cuda = 2 };
 
 struct Options {
@@ -148,10 +154,11 @@ struct Options {
     Relayout relayout = Relayout::automatic;
     SampleOrder sample_order = SampleOrder::automatic;
     Device device = Device::cpu;
-    // false: on OpenCL, grad_value is summed with float atomic adds, in an
-    // order that changes from run to run (results within the SPEC's
-    // tolerance, not bitwise reproducible). The CPU code is deterministic
-    // whatever this says.
+    // false: on OpenCL and CUDA, grad_value is summed with float atomic
+    // adds, in an order that changes from run to run (results within the
+    // SPEC's tolerance, not bitwise reproducible). true (the default): in
+    // fixed point, with integer atomic adds whose order cannot change the
+    // bits (docs/cuda.md). The CPU code is deterministic whatever this says.
     bool deterministic = true;
     // OpenCL: the command queue (a cl_command_queue, in order) the call's
     // work is enqueued on; its context is the one the device tensors' cl_mem
@@ -161,6 +168,18 @@ struct Options {
     // device buffers in its context). The call waits for the queue where it
     // copies between host and device itself (docs/opencl.md).
     void *opencl_queue = nullptr;
+    // CUDA: the context (a CUcontext) the call runs in, and the stream (a
+    // CUstream) its work is enqueued on; the stream may be a stream of the
+    // context, or CUDA's CU_STREAM_LEGACY or CU_STREAM_PER_THREAD handle.
+    // cuda_context nullptr: the context of cuda_stream, or else the primary
+    // context of the call's device (the one the CUDA runtime API and
+    // PyTorch use). cuda_stream nullptr: msda's own use of that context's
+    // default stream, which a call on device tensors waits for before it
+    // returns; a stream given: the work is enqueued on it, and a call on
+    // device tensors returns without waiting (docs/cuda.md). msda retains
+    // neither: the caller keeps them alive during the call.
+    void *cuda_context = nullptr;
+    void *cuda_stream = nullptr;
 };
 
 // The tensors of one forward call. Shapes are those of the chosen layouts;
@@ -360,6 +379,12 @@ OpenClQueue opencl_queue();
 // what it compiled for the context.
 void release_opencl_context(void *queue);
 
+// msda compiles its CUDA kernels once per context and keeps them, with the
+// device memory Halide's CUDA runtime keeps for reuse there. Before
+// destroying a context msda has run in (Options::cuda_context), give it
+// here: msda waits for the context's work, then releases both.
+void release_cuda_context(void *context);
+
 // One generated function of this library (msda info --variants lists them):
 // each is compiled for every target of the library's family (cpu_dispatch's
 // targets), and a call runs the one that serves its sizes and dtypes.
@@ -368,12 +393,15 @@ struct CompiledVariant {
     std::string family;  // the target family it was compiled for: x86 or arm, opencl or cuda
     std::string kind;    // forward, grad_value, grad_sample (both per-sample gradients),
                          // grad_attention_weights, grad_sampling_locations, or relayout
-                         // (value copied between layouts)
+                         // (value copied between layouts); on OpenCL and CUDA also
+                         // grad_value_atomic (Options::deterministic = false) and, on
+                         // OpenCL, grad_value_serial (the deterministic grad_value of
+                         // devices without 64-bit integer atomics)
     Operator op;         // msda or gka (relayout: msda)
     DType dtype;            // storage of value, weights, outputs and their gradients
     DType locations_dtype;  // storage of sampling_locations and its gradient
     int channels;        // compile-time C_h, 0 for any
-    int levels, points;  // compile-time N_l and N_p (the by-query walk), 0 for any
+    int levels, points;  // compile-time N_l and N_p (the CPU family: its by-query walk), 0 for any
 };
 std::vector<CompiledVariant> compiled_variants();
 

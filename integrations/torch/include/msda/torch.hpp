@@ -69,10 +69,11 @@ std::tuple<at::Tensor, at::Tensor> geometric_kernel_attention_backward(
     const at::Tensor &attention_weights, c10::string_view rounding = "floor",
     std::array<bool, 2> output_mask = {true, true}, c10::string_view target = "cpu");
 
-// The view msda's C++ API reads a CPU tensor through: its data pointer,
-// dtype, sizes and strides, with no copy (for msda::Plan with torch tensors).
-// `name` goes into the error for a tensor msda cannot take (another device,
-// a dtype msda has no code for, a sparse layout, more than 6 dimensions).
+// The view msda's C++ API reads a CPU or CUDA tensor through: its data
+// pointer (on CUDA, with the device's index), dtype, sizes and strides,
+// with no copy (for msda::Plan with torch tensors). `name` goes into the
+// error for a tensor msda cannot take (another device, a dtype msda has no
+// code for, a sparse layout, more than 6 dimensions).
 msda::TensorView tensor_view(const at::Tensor &tensor, const char *name = "tensor");
 
 }  // namespace msda_torch
