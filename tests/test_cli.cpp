@@ -224,14 +224,16 @@ protected:
 
     // MSDA_CLI_EMULATOR (the emulated suite's "qemu-x86_64 -cpu MODEL")
     // runs the binary on another CPU; this harness and its reference stay on
-    // this one.
+    // this one. MSDA_CLI names the binary where it is not where this build
+    // put it (bench/device_check.sh, on another machine).
     RunResult run(const std::vector<std::string> &arguments) const {
         std::string command;
         if (const char *emulator = std::getenv("MSDA_CLI_EMULATOR")) {
             std::istringstream words(emulator);
             for (std::string word; words >> word;) command += ::quoted(word) + " ";
         }
-        command += quoted(MSDA_CLI_PATH);
+        const char *moved = std::getenv("MSDA_CLI");
+        command += quoted(moved != nullptr ? moved : MSDA_CLI_PATH);
         for (const std::string &argument : arguments) command += " " + quoted(argument);
         command += " >" + quoted(path("stdout.txt")) + " 2>" + quoted(path("stderr.txt"));
         const int status = std::system(command.c_str());
