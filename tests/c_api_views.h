@@ -15,6 +15,9 @@ inline msda_tensor to_c(const msda::TensorView &view) {
         tensor.shape[axis] = view.shape[axis];
         tensor.strides[axis] = view.strides[axis];
     }
+    tensor.device_type = static_cast<std::int32_t>(view.device_type);
+    tensor.device_id = view.device_id;
+    tensor.byte_offset = view.byte_offset;
     return tensor;
 }
 

@@ -25,7 +25,9 @@
 #include <thread>
 #include <vector>
 
+#include "c_api_views.h"
 #include "core_grid.h"
+#include "device_tensors.h"
 #include "test_util.h"
 
 namespace {
@@ -90,14 +92,12 @@ private:
 
 // Every float tensor of a problem mirrored on the device, with the level
 // tables on the host or (tables_on_device) mirrored too.
-struct DeviceTensors {
-    LibraryTensors host;
-    std::vector<std::unique_ptr<DeviceMirror>> mirrors;
+struct DeviceTensors : msda::testing::MirroredTensors<DeviceTensors, DeviceMirror> {
     cl_mem shapes = nullptr, starts = nullptr;
 
     DeviceTensors(const ProblemData &data, cl_context context, cl_command_queue queue, std::size_t first,
                   bool tables_on_device = false)
-        : host(data) {
+        : MirroredTensors(data) {
         for (StridedTensor *t : tensors()) mirrors.push_back(std::make_unique<DeviceMirror>(context, queue, *t, first));
         if (tables_on_device) {
             cl_int error = 0;
@@ -119,13 +119,6 @@ struct DeviceTensors {
         if (starts != nullptr) clReleaseMemObject(starts);
     }
 
-    std::vector<StridedTensor *> tensors() {
-        return {&host.value,       &host.sampling_locations,      &host.attention_weights,     &host.output,
-                &host.grad_output, &host.grad_value,              &host.grad_sampling_locations,
-                &host.grad_attention_weights};
-    }
-    msda::TensorView device(int i) const { return mirrors[i]->view(); }
-
     msda::TensorView spatial_shapes() const {
         if (shapes == nullptr) return host.spatial_shapes();
         msda::TensorView view = msda::TensorView::contiguous(shapes, msda::DType::i32, {host.levels, 2});
@@ -135,59 +128,14 @@ struct DeviceTensors {
         if (starts == nullptr) return host.level_start_index();
         return msda::TensorView::contiguous(starts, msda::DType::i32, {host.levels}).on_device(msda::DeviceType::opencl);
     }
-
-    // The inputs both directions take, in a ForwardArgs or a BackwardArgs.
-    template <class Args>
-    Args inputs() const {
-        Args args;
-        args.value = device(0);
-        args.spatial_shapes = spatial_shapes();
-        args.level_start_index = level_start_index();
-        args.sampling_locations = device(1);
-        args.attention_weights = device(2);
-        return args;
-    }
-    msda::ForwardArgs forward_args() const {
-        msda::ForwardArgs args = inputs<msda::ForwardArgs>();
-        args.output = device(3);
-        return args;
-    }
-    msda::BackwardArgs backward_args() const {
-        msda::BackwardArgs args = inputs<msda::BackwardArgs>();
-        args.grad_output = device(4);
-        args.grad_value = device(5);
-        args.grad_sampling_locations = device(6);
-        args.grad_attention_weights = device(7);
-        return args;
-    }
-    void read_back() {
-        for (auto &mirror : mirrors) mirror->read_back();
-    }
 };
 
 ProblemSpec spec_for(msda::LocationsLayout locations, msda::ValueLayout value, std::int64_t padding) {
-    ProblemSpec spec;
-    spec.name = "device_tensors";
-    spec.batch = 2;
-    spec.queries = 37;
-    spec.heads = 3;
-    spec.channels = 5;
-    spec.points = 3;
-    spec.levels = {{4, 5}, {2, 3}, {1, 1}};
-    spec.locations = Locations::outside;
-    spec.padding = padding;
-    spec.options.locations_layout = locations;
-    spec.options.value_layout = value;
-    spec.seed = 77 + padding;
-    return spec;
+    return msda::testing::device_spec("device_tensors", 77, locations, value, padding);
 }
 
-// Results and untouched bytes of one forward and backward.
 void expect_correct(DeviceTensors &tensors, const ProblemData &data) {
-    tensors.read_back();
-    msda::testing::expect_matches_reference(data, msda::testing::canonical_results(tensors.host));
-    msda::testing::expect_nothing_written_outside_views(tensors.host);
-    msda::testing::expect_inputs_unchanged(tensors.host, data);
+    msda::testing::expect_device_results_correct(tensors, data);
 }
 
 // msda's own queue: results are complete when the calls return. first: 0
@@ -280,26 +228,7 @@ TEST(OpenClTensors, ConcurrentCallsMatchTheReference) {
         problems.push_back(std::make_unique<ProblemData>(spec));
         tensors.push_back(std::make_unique<DeviceTensors>(*problems.back(), own, firsts[t]));
     }
-    std::vector<std::string> failures(4);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 4; ++t) {
-        threads.emplace_back([&, t] {
-            try {
-                for (int run = 0; run < 3; ++run) {
-                    msda::forward(tensors[t]->forward_args(), problems[t]->spec.options);
-                    msda::backward(tensors[t]->backward_args(), problems[t]->spec.options);
-                }
-            } catch (const std::exception &e) {
-                failures[t] = e.what();
-            }
-        });
-    }
-    for (std::thread &thread : threads) thread.join();
-    for (int t = 0; t < 4; ++t) {
-        SCOPED_TRACE("thread " + std::to_string(t));
-        EXPECT_EQ(failures[t], "");
-        expect_correct(*tensors[t], *problems[t]);
-    }
+    msda::testing::expect_concurrent_calls_correct(problems, tensors);
 }
 
 // A plan made for OpenCL runs device tensors call after call; one made for
@@ -309,25 +238,9 @@ TEST(OpenClTensors, PlansRunThemOnOpenClOnly) {
     const msda::OpenClQueue own = msda::opencl_queue();
     const ProblemData data(spec_for(msda::LocationsLayout::BQHLP2, msda::ValueLayout::BLNC, 1));
     DeviceTensors tensors(data, own, 0);
-    const msda::ProblemSize size = msda::ProblemSize::of(tensors.forward_args(), data.spec.options);
-    msda::Options options = data.spec.options;
-    options.device = msda::Device::opencl;
-    const msda::Plan plan(size, options);
-    for (int run = 0; run < 2; ++run) {
-        ASSERT_NO_THROW(plan.forward(tensors.forward_args()));
-        ASSERT_NO_THROW(plan.backward(tensors.backward_args()));
-    }
-    expect_correct(tensors, data);
-    const msda::Plan cpu_plan(size, data.spec.options);
-    try {
-        cpu_plan.forward(tensors.forward_args());
-        ADD_FAILURE() << "a CPU plan ran OpenCL tensors";
-    } catch (const msda::Error &e) {
-        EXPECT_NE(std::string(e.what()).find("msda: value: is on an OpenCL device, but the plan was made for "
-                                             "Device::cpu"),
-                  std::string::npos)
-            << e.what();
-    }
+    msda::testing::expect_plans_run_them_only_on(msda::Device::opencl, tensors, data,
+                                                 "msda: value: is on an OpenCL device, but the plan was made for "
+                                                 "Device::cpu");
 }
 
 // With no queries grad_value is zeroed, on the device, elements only.
@@ -338,10 +251,7 @@ TEST(OpenClTensors, AnEmptyQuerySetZeroesGradValue) {
     spec.queries = 0;
     const ProblemData data(spec);
     DeviceTensors tensors(data, own, 4);
-    ASSERT_NO_THROW(msda::backward(tensors.backward_args(), data.spec.options));
-    tensors.read_back();
-    for (float v : tensors.host.grad_value.canonical()) ASSERT_EQ(v, 0.0f);
-    EXPECT_TRUE(tensors.host.grad_value.outside_view_holds(msda::testing::kSentinel));
+    msda::testing::expect_an_empty_query_set_zeroes_grad_value(tensors, data);
 }
 
 // What cannot run is refused before anything is written, naming the tensor.
@@ -351,14 +261,7 @@ TEST(OpenClTensors, BadDeviceTensorsAreRefusedByName) {
     const ProblemData data(spec_for(msda::LocationsLayout::BQHLP2, msda::ValueLayout::BLNC, 0));
     DeviceTensors tensors(data, own, 0);
     const std::vector<std::uint8_t> before = tensors.host.output.bytes();
-    auto expect_refused = [&](const msda::ForwardArgs &args, const msda::Options &options, const std::string &text) {
-        try {
-            msda::forward(args, options);
-            ADD_FAILURE() << "accepted; expected: " << text;
-        } catch (const msda::Error &e) {
-            EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-        }
-    };
+    const auto expect_refused = msda::testing::expect_forward_refused;
     msda::ForwardArgs mixed = tensors.forward_args();
     mixed.attention_weights = tensors.host.attention_weights.view();
     expect_refused(mixed, data.spec.options,
@@ -459,31 +362,8 @@ TEST(OpenClTensors, DlpackAndTheCApiCarryTheDevice) {
     ASSERT_NO_THROW(msda::forward(args, data.spec.options));
     // The backward through the C API.
     const msda::BackwardArgs backward = tensors.backward_args();
-    auto c_tensor = [](const msda::TensorView &view) {
-        msda_tensor t{};
-        t.data = view.data;
-        t.dtype = static_cast<msda_dtype>(view.dtype);
-        t.rank = view.rank;
-        for (int d = 0; d < view.rank; ++d) {
-            t.shape[d] = view.shape[d];
-            t.strides[d] = view.strides[d];
-        }
-        t.device_type = static_cast<std::int32_t>(view.device_type);
-        t.device_id = view.device_id;
-        t.byte_offset = view.byte_offset;
-        return t;
-    };
-    msda_backward_args c_args{};
-    c_args.value = c_tensor(backward.value);
-    c_args.spatial_shapes = c_tensor(backward.spatial_shapes);
+    msda_backward_args c_args = msda::testing::to_c(backward);
     c_args.spatial_shapes.device_type = 0;  // a zeroed field: the host
-    c_args.level_start_index = c_tensor(backward.level_start_index);
-    c_args.sampling_locations = c_tensor(backward.sampling_locations);
-    c_args.attention_weights = c_tensor(backward.attention_weights);
-    c_args.grad_output = c_tensor(backward.grad_output);
-    c_args.grad_value = c_tensor(backward.grad_value);
-    c_args.grad_sampling_locations = c_tensor(backward.grad_sampling_locations);
-    c_args.grad_attention_weights = c_tensor(backward.grad_attention_weights);
     msda_options c_options = msda_default_options();
     c_options.locations_layout = MSDA_B2QHLP;
     c_options.align_corners = data.spec.options.align_corners;

@@ -326,23 +326,28 @@ Memory memory(const void *pointer, const char *tensor) {
     return m;
 }
 
-int read(const Stream &stream, std::uint64_t address, std::size_t bytes, void *host) {
+namespace {
+
+// A copy enqueued on the call's stream, then waited for (the host memory is
+// the caller's again only once it is done).
+template <class Copy>
+int blocking(const Stream &stream, std::size_t bytes, Copy copy) {
     if (bytes == 0) return 0;
     const Current current(stream);
     if (!current.ok()) return -1;
-    const Driver &d = driver();
-    const CUresult result = d.copy_to_host(host, address, bytes, stream.stream);
-    return result != 0 ? result : d.stream_synchronize(stream.stream);
+    const CUresult result = copy(driver());
+    return result != 0 ? result : driver().stream_synchronize(stream.stream);
+}
+
+}  // namespace
+
+int read(const Stream &stream, std::uint64_t address, std::size_t bytes, void *host) {
+    return blocking(stream, bytes, [&](const Driver &d) { return d.copy_to_host(host, address, bytes, stream.stream); });
 }
 
 int write(const Stream &stream, std::uint64_t address, std::size_t bytes, const void *host) {
-    if (bytes == 0) return 0;
-    const Current current(stream);
-    if (!current.ok()) return -1;
-    const Driver &d = driver();
-    const CUresult result = d.copy_to_device(address, host, bytes, stream.stream);
-    // The host memory is the caller's until the copy is done.
-    return result != 0 ? result : d.stream_synchronize(stream.stream);
+    return blocking(stream, bytes,
+                    [&](const Driver &d) { return d.copy_to_device(address, host, bytes, stream.stream); });
 }
 
 int synchronize(const Stream &stream) {
