@@ -10,6 +10,8 @@
 //     1e-4 of each tensor's largest magnitude; the baseline's atomics sum in
 //     any order), and msda's deterministic backward bitwise equal to itself
 //     run to run.
+// msda gets the level tables as host tensors (the baseline reads its own
+// int64 copies on the device).
 // It prints a table and the targets (M0 forward at most 0.25 ms,
 // backward at most 3x forward, faster than the baseline on every shape,
 // deterministic at most 1.3x atomic), and writes the numbers as JSON. No
@@ -56,7 +58,7 @@ std::vector<std::string> split(const std::string &text) {
 struct DeviceProblem {
     const Problem &problem;
     std::int64_t B, L, H, C, N_l, Q, P;
-    cuda::Buffer value, locations, weights, grad_output, shapes32, starts32, shapes64, starts64;
+    cuda::Buffer value, locations, weights, grad_output, shapes64, starts64;  // the tables: the baseline's
     cuda::Buffer output, grad_value, grad_locations, grad_weights;                          // msda's
     cuda::Buffer classic_output, classic_grad_value, classic_grad_locations, classic_grad_weights;
 
@@ -66,8 +68,7 @@ struct DeviceProblem {
         : problem(p), B(p.shape.batch), L(p.shape.value_length()), H(p.shape.heads), C(p.shape.channels),
           N_l(static_cast<std::int64_t>(p.shape.levels.size())), Q(p.shape.queries), P(p.shape.points),
           value(floats(B * L * H * C)), locations(floats(B * Q * H * N_l * P * 2)), weights(floats(B * Q * H * N_l * P)),
-          grad_output(floats(B * Q * H * C)), shapes32(8 * N_l), starts32(4 * N_l), shapes64(16 * N_l),
-          starts64(8 * N_l), output(floats(B * Q * H * C)), grad_value(floats(B * L * H * C)),
+          grad_output(floats(B * Q * H * C)), shapes64(16 * N_l), starts64(8 * N_l), output(floats(B * Q * H * C)), grad_value(floats(B * L * H * C)),
           grad_locations(floats(B * Q * H * N_l * P * 2)), grad_weights(floats(B * Q * H * N_l * P)),
           classic_output(floats(B * Q * H * C)), classic_grad_value(floats(B * L * H * C)),
           classic_grad_locations(floats(B * Q * H * N_l * P * 2)), classic_grad_weights(floats(B * Q * H * N_l * P)) {
@@ -75,8 +76,6 @@ struct DeviceProblem {
         locations.upload(p.sampling_locations.data());
         weights.upload(p.attention_weights.data());
         grad_output.upload(p.grad_output.data());
-        shapes32.upload(p.spatial_shapes.data());
-        starts32.upload(p.level_start_index.data());
         const std::vector<std::int64_t> shapes(p.spatial_shapes.begin(), p.spatial_shapes.end());
         const std::vector<std::int64_t> starts(p.level_start_index.begin(), p.level_start_index.end());
         shapes64.upload(shapes.data());
@@ -90,8 +89,11 @@ struct DeviceProblem {
     msda::ForwardArgs forward_args() const {
         msda::ForwardArgs a;
         a.value = on_device(value, msda::DType::f32, {B, L, H, C});
-        a.spatial_shapes = on_device(shapes32, msda::DType::i32, {N_l, 2});
-        a.level_start_index = on_device(starts32, msda::DType::i32, {N_l});
+        // The level tables as host tensors: on the device msda would read
+        // them back (a blocking read on the stream) in every call
+        // (docs/cuda.md).
+        a.spatial_shapes = msda::TensorView::contiguous(problem.spatial_shapes.data(), msda::DType::i32, {N_l, 2});
+        a.level_start_index = msda::TensorView::contiguous(problem.level_start_index.data(), msda::DType::i32, {N_l});
         a.sampling_locations = on_device(locations, msda::DType::f32, {B, Q, H, N_l, P, 2});
         a.attention_weights = on_device(weights, msda::DType::f32, {B, Q, H, N_l, P});
         a.output = on_device(output, msda::DType::f32, {B, Q, H * C});
