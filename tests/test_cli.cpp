@@ -981,11 +981,41 @@ TEST_F(CliRejects, AWrongShapeNamingTheTensorAndFile) {
                             {"attention_weights", "N_h", path("bad_weights.npy")});
 }
 
+// A size the tensors disagree on is blamed on the one that disagrees with
+// the others (value's N_h, which attention_weights and sampling_locations
+// agree on), or on both where two disagree with no majority (N_p, which
+// only attention_weights and sampling_locations hold), with their files.
+TEST_F(CliRejects, TheTensorThatDisagreesWithTheOthersIsNamed) {
+    Shape shape = problem_.value_shape();
+    shape[2] += 1;  // N_h
+    npy::write(path("wide_value.npy"), float_array(std::vector<double>(count(shape), 0.5), shape, npy::DType::float32));
+    const RunResult value = run(forward_command(replacing("--value", path("wide_value.npy"))));
+    EXPECT_EQ(value.exit_code, kExitBadInput);
+    EXPECT_TRUE(value.errors.starts_with("msda: value: dimension 2 (N_h) is 3, expected 2 (N_h of attention_weights "
+                                         "and sampling_locations)"))
+        << value.errors;
+    EXPECT_NE(value.errors.find("[" + path("wide_value.npy") + "]"), std::string::npos) << value.errors;
+    shape = problem_.weights_shape();
+    shape[4] += 1;  // N_p
+    npy::write(path("more_points.npy"), float_array(std::vector<double>(count(shape), 0.5), shape, npy::DType::float32));
+    const RunResult points = run(forward_command(replacing("--attention-weights", path("more_points.npy"))));
+    EXPECT_EQ(points.exit_code, kExitBadInput);
+    EXPECT_TRUE(points.errors.starts_with("msda: attention_weights and sampling_locations: disagree on N_p: "
+                                          "attention_weights's dimension 4 is 3 and sampling_locations's dimension "
+                                          "4 is 2; they must be equal"))
+        << points.errors;
+    EXPECT_NE(points.errors.find("[" + path("locations.npy") + ", " + path("more_points.npy") + "]"),
+              std::string::npos)
+        << points.errors;
+    EXPECT_FALSE(fs::exists(path("output.npy")));
+}
+
 TEST_F(CliRejects, InputsClaimingAHugeOutputBeforeAnythingIsAllocated) {
-    // 300000 x 300000 queries with N_p = 0: the files hold no elements, but
-    // an output sized from their claims would be 360 GB. The inputs are
+    // 2^31 - 1 queries with N_p = 0: the files hold no elements, but an
+    // output sized from their claims would be 100 GB. The inputs are
     // checked first, so this is an error naming N_p, not an allocation.
-    const Shape locations = {300000, 300000, 1, 1, 0, 2}, weights = {300000, 300000, 1, 1, 0};
+    const std::int64_t b = problem_.reference.batch, h = problem_.reference.heads, l = problem_.levels();
+    const Shape locations = {b, 2147483647, h, l, 0, 2}, weights = {b, 2147483647, h, l, 0};
     npy::write(path("empty_locations.npy"), float_array({}, locations, npy::DType::float32));
     npy::write(path("empty_weights.npy"), float_array({}, weights, npy::DType::float32));
     std::vector<std::string> arguments = replacing("--sampling-locations", path("empty_locations.npy"));
@@ -1032,6 +1062,123 @@ TEST_F(CliRejects, AnOutputThatCannotBeWritten) {
     const RunResult result = run(arguments);
     EXPECT_EQ(result.exit_code, kExitBadInput);
     EXPECT_NE(result.errors.find(path("no/such/folder/output.npy")), std::string::npos) << result.errors;
+}
+
+// What stands at an output path stays as it was when a write fails; no
+// temporary is left beside it. `ulimit -f 4` (blocks of 1 KiB) lets the
+// process write 4 KiB, and a C_h of 256 makes each result larger than that.
+std::vector<std::string> folder_listing(const std::string &folder) {
+    std::vector<std::string> names;
+    for (const auto &entry : fs::directory_iterator(folder)) names.push_back(entry.path().filename().string());
+    std::ranges::sort(names);
+    return names;
+}
+
+TEST_F(CliRejects, AWriteThatFailsLeavesNoBrokenFile) {
+    SmallProblem problem = make_problem(31);
+    problem.reference.channels = 256;
+    std::mt19937_64 engine(32);
+    problem.reference.value = random_floats(engine, count(problem.value_shape()), -1.0, 1.0);
+    problem.grad_output = random_floats(engine, count(problem.output_shape()), -1.0, 1.0);
+    const std::vector<std::string> inputs = write_inputs(problem, {});
+    std::ofstream(path("grad-value.npy")) << "what was there before";
+    std::ofstream(path("errors.txt")).flush();
+    const std::vector<std::string> before = folder_listing(path(""));
+    const std::string cli = ::quoted(std::getenv("MSDA_CLI") != nullptr ? std::getenv("MSDA_CLI") : MSDA_CLI_PATH);
+    for (const bool backward : {false, true}) {
+        std::vector<std::string> arguments =
+            backward ? backward_command(inputs, {"grad-value", "grad-attention-weights"}) : forward_command(inputs);
+        std::string command = "ulimit -f 4; " + cli;
+        for (const std::string &argument : arguments) command += " " + ::quoted(argument);
+        command += " 2>" + ::quoted(path("errors.txt"));
+        const int status = std::system(("sh -c " + ::quoted(command)).c_str());
+        SCOPED_TRACE(backward ? "backward" : "forward");
+        ASSERT_TRUE(WIFEXITED(status)) << "killed by a signal";
+        EXPECT_EQ(WEXITSTATUS(status), kExitBadInput);
+        std::ifstream errors(path("errors.txt"));
+        const std::string text((std::istreambuf_iterator<char>(errors)), std::istreambuf_iterator<char>());
+        EXPECT_NE(text.find("cannot write"), std::string::npos) << text;
+        EXPECT_EQ(folder_listing(path("")), before) << "a file was left behind";
+    }
+    std::ifstream kept(path("grad-value.npy"));
+    EXPECT_EQ(std::string((std::istreambuf_iterator<char>(kept)), std::istreambuf_iterator<char>()),
+              "what was there before");
+}
+
+// A result over an input, or two results to one file, is refused before
+// anything is read or written: through another spelling of the path and
+// through a link too.
+TEST_F(CliRejects, AnOutputThatIsAnInputOrAnotherOutput) {
+    const std::string value_bytes = npy::serialize(npy::read(path("value.npy")));
+    std::vector<std::string> arguments = forward_command(inputs_);
+    arguments.back() = path("value.npy");
+    RunResult result = run(arguments);
+    EXPECT_EQ(result.exit_code, kExitBadUsage);
+    EXPECT_NE(result.errors.find("forward: --output names the same file as --value"), std::string::npos)
+        << result.errors;
+    fs::create_symlink(path("weights.npy"), path("weights_link.npy"));
+    arguments.back() = path("weights_link.npy");
+    result = run(arguments);
+    EXPECT_NE(result.errors.find("--output names the same file as --attention-weights"), std::string::npos)
+        << result.errors;
+    arguments = backward_command(inputs_, {"grad-value"});
+    arguments.insert(arguments.end(), {"--grad-attention-weights", path("./sub/../grad-value.npy")});
+    fs::create_directories(path("sub"));
+    result = run(arguments);
+    EXPECT_EQ(result.exit_code, kExitBadUsage);
+    EXPECT_NE(result.errors.find("--grad-value and --grad-attention-weights name the same file"), std::string::npos)
+        << result.errors;
+    EXPECT_FALSE(fs::exists(path("grad-value.npy")));
+    arguments = backward_command(inputs_, {"grad-value"});
+    *(std::ranges::find(arguments, "--grad-value") + 1) = path("grad_output.npy");
+    result = run(arguments);
+    EXPECT_NE(result.errors.find("--grad-value names the same file as --grad-output"), std::string::npos)
+        << result.errors;
+    EXPECT_EQ(npy::serialize(npy::read(path("value.npy"))), value_bytes);
+}
+
+// Counts that are not whole numbers in range say what was expected and
+// what was given.
+TEST_F(CliRejects, CountsThatAreNoWholeNumbersInRange) {
+    const std::pair<std::vector<std::string>, std::string> cases[] = {
+        {{"--threads", "-1"}, "--threads: expected a whole number of threads from 0 (one per core) to 2147483647, got -1"},
+        {{"--threads", "abc"}, "--threads: expected a whole number of threads from 0 (one per core) to 2147483647, got \"abc\" (not a whole number)"},
+        {{"--threads", "1.5"}, "got \"1.5\" (not a whole number)"},
+        {{"--threads", "4294967296"}, "got 4294967296"},
+    };
+    for (const auto &[extra, expected] : cases) {
+        std::vector<std::string> arguments = forward_command(inputs_);
+        arguments.insert(arguments.end(), extra.begin(), extra.end());
+        const RunResult result = run(arguments);
+        EXPECT_EQ(result.exit_code, kExitBadUsage) << result.errors;
+        EXPECT_NE(result.errors.find(expected), std::string::npos) << result.errors;
+        EXPECT_EQ(result.errors.find("not in range"), std::string::npos) << result.errors;
+    }
+    const RunResult repeats = run({"demo", "--repeats", "0"});
+    EXPECT_EQ(repeats.exit_code, kExitBadUsage);
+    EXPECT_NE(repeats.errors.find("--repeats: expected a whole number of calls from 1 to 2147483647, got 0"),
+              std::string::npos)
+        << repeats.errors;
+}
+
+// A float64 element beyond the storage dtype's range would become
+// infinite: an error naming the tensor, the file and the element.
+TEST_F(CliRejects, Float64BeyondTheStorageRange) {
+    std::vector<double> weights(count(problem_.weights_shape()), 0.5);
+    weights[3] = 1e40;
+    npy::write(path("huge_weights.npy"), float_array(weights, problem_.weights_shape(), npy::DType::float64));
+    expect_forward_rejected(replacing("--attention-weights", path("huge_weights.npy")),
+                            {"attention_weights", path("huge_weights.npy"), "element 3 is 1e+40",
+                             "beyond float32's range"});
+    weights[3] = 70000;  // float16's largest is 65504
+    npy::write(path("big_weights.npy"), float_array(weights, problem_.weights_shape(), npy::DType::float32));
+    std::vector<std::string> arguments = replacing("--attention-weights", path("big_weights.npy"));
+    arguments.insert(arguments.end(), {"--dtype", "f16"});
+    expect_forward_rejected(arguments, {"element 3 is 70000", "beyond float16's range"});
+    // Infinities and NaN are values of every dtype, and pass.
+    weights[3] = std::numeric_limits<double>::infinity();
+    npy::write(path("inf_weights.npy"), float_array(weights, problem_.weights_shape(), npy::DType::float64));
+    EXPECT_EQ(run(forward_command(replacing("--attention-weights", path("inf_weights.npy")))).exit_code, 0);
 }
 
 TEST_F(CliRejects, BackwardWithNoGradientAskedFor) {

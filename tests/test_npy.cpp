@@ -162,6 +162,7 @@ TEST_F(NpyFiles, RejectsWhatItCannotReadNamingTheFileAndTheExpectation) {
     const std::vector<BadFile> cases = {
         {"empty file", "", "not a .npy file"},
         {"wrong magic", std::string("\x93NUMPZ", 6) + good.substr(6), "not a .npy file"},
+        {"the magic and a version, nothing more", good.substr(0, 8), "truncated .npy file (8 bytes"},
         {"version 4.0", npy_bytes(4, kTwoByThreeFloats, six_floats), "expected 1.0, 2.0 or 3.0"},
         {"version 1.1", "\x93NUMPY\x01\x01" + good.substr(8), "expected 1.0, 2.0 or 3.0"},
         {"truncated version 2 preamble", std::string("\x93NUMPY\x02\x00\x10\x00", 10), "truncated"},

@@ -34,19 +34,31 @@ Inputs read_inputs(const InputFiles &files, const msda::Options &options, const 
     };
 }
 
-// The API names the tensor it rejects ("msda: value: ..."); the user gave a
-// file, so the message gets that file's path as well.
+// The API names the tensor it rejects ("msda: value: ...", or the tensors
+// that disagree: "msda: attention_weights and sampling_locations: ..."); the
+// user gave files, so the message gets their paths as well.
 template <typename Call>
 void naming_files(const std::vector<const TensorFile *> &tensors, Call call) {
     try {
         call();
     } catch (const msda::Error &error) {
         const std::string_view message = error.what();
+        const std::size_t end = message.find(": ", 6);
+        if (!message.starts_with("msda: ") || end == std::string_view::npos) throw;
+        const std::string named = " " + std::string(message.substr(6, end - 6)) + ",";  // " a, b and c,"
+        std::string paths;
         for (const TensorFile *tensor : tensors) {
-            if (message.starts_with("msda: " + tensor->name + ":"))
-                throw msda::Error(std::string(message) + " [" + tensor->path + "]");
+            for (const char *before : {" ", ", ", " and "}) {
+                if (named.find(before + tensor->name + ",") == std::string::npos &&
+                    named.find(before + tensor->name + " and") == std::string::npos) {
+                    continue;
+                }
+                paths += (paths.empty() ? "" : ", ") + tensor->path;
+                break;
+            }
         }
-        throw;
+        if (paths.empty()) throw;
+        throw msda::Error(std::string(message) + " [" + paths + "]");
     }
 }
 
@@ -70,7 +82,7 @@ void run_forward(const ForwardCommand &command) {
                                     command.storage.dtype);
     args.output = output.view();
     naming_files(inputs, [&] { msda::forward(args, command.options); });
-    write_tensor(output);
+    write_tensors({&output});
 }
 
 void run_backward(const BackwardCommand &command) {
@@ -118,9 +130,11 @@ void run_backward(const BackwardCommand &command) {
     naming_files({&in.value, &in.spatial_shapes, &in.level_start_index, &in.sampling_locations,
                   &in.attention_weights, &grad_output},
                  [&] { msda::backward(args, options); });
-    if (options.grad_value) write_tensor(grad_value);
-    if (options.grad_sampling_locations) write_tensor(grad_sampling_locations);
-    if (options.grad_attention_weights) write_tensor(grad_attention_weights);
+    std::vector<const TensorFile *> results;
+    if (options.grad_value) results.push_back(&grad_value);
+    if (options.grad_sampling_locations) results.push_back(&grad_sampling_locations);
+    if (options.grad_attention_weights) results.push_back(&grad_attention_weights);
+    write_tensors(results);
 }
 
 }  // namespace msda_cli

@@ -8,6 +8,10 @@
 // folded into 2, the usual status for usage errors.
 #include <CLI/CLI.hpp>
 
+#include <charconv>
+#include <climits>
+#include <csignal>
+#include <filesystem>
 #include <iostream>
 #include <new>
 #include <string>
@@ -95,9 +99,72 @@ void add_input_options(CLI::App &command, InputFiles &files, msda::Options &opti
                "msda info lists them; float32 only on opencl and cuda");
 }
 
+// A whole number of at least `least`, checked as the user typed it (before
+// CLI11 converts it), with a message that says what was expected and what
+// was given.
+CLI::Validator whole_number(int least, const std::string &what) {
+    return CLI::Validator(
+        [least, what](std::string &given) -> std::string {
+            int number = 0;
+            const char *end = given.data() + given.size();
+            const auto [stop, error] = std::from_chars(given.data(), end, number);
+            if (error == std::errc::result_out_of_range || (error == std::errc() && stop == end && number < least)) {
+                return "expected " + what + ", got " + given;
+            }
+            if (error != std::errc() || stop != end || given.empty()) {
+                return "expected " + what + ", got \"" + given + "\" (not a whole number)";
+            }
+            return "";
+        },
+        "", "");
+}
+
 void add_threads_option(CLI::App &command, int &threads) {
     command.add_option("--threads", threads, "threads to use (0 = one per core, the default)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(whole_number(0, "a whole number of threads from 0 (one per core) to " + std::to_string(INT_MAX)));
+}
+
+// Whether two paths name one file: the same existing file (through links
+// too), or, for a file not there yet, the same path once made absolute and
+// normal.
+bool same_file(const std::string &a, const std::string &b) {
+    std::error_code error;
+    if (std::filesystem::equivalent(a, b, error)) return true;
+    const std::filesystem::path first = std::filesystem::weakly_canonical(a, error);
+    if (error) return false;
+    const std::filesystem::path second = std::filesystem::weakly_canonical(b, error);
+    return !error && first == second;
+}
+
+using NamedPaths = std::vector<std::pair<std::string, std::string>>;  // (option, path)
+
+// A result written over an input, or two results to one file, would lose
+// data: refused before anything is read.
+void check_distinct_paths(const std::string &command, const NamedPaths &inputs, const NamedPaths &outputs) {
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+        const auto &[flag, path] = outputs[i];
+        if (path.empty()) continue;
+        for (const auto &[input_flag, input] : inputs) {
+            if (same_file(path, input)) {
+                throw CLI::ValidationError(command + ": " + flag + " names the same file as " + input_flag + " (" +
+                                           path + "); msda does not write over its inputs");
+            }
+        }
+        for (std::size_t j = i + 1; j < outputs.size(); ++j) {
+            if (!outputs[j].second.empty() && same_file(path, outputs[j].second)) {
+                throw CLI::ValidationError(command + ": " + flag + " and " + outputs[j].first +
+                                           " name the same file (" + path + "); each result needs a file of its own");
+            }
+        }
+    }
+}
+
+NamedPaths input_paths(const InputFiles &files) {
+    return {{"--value", files.value},
+            {"--spatial-shapes", files.spatial_shapes},
+            {"--level-start-index", files.level_start_index},
+            {"--sampling-locations", files.sampling_locations},
+            {"--attention-weights", files.attention_weights}};
 }
 
 // The options that belong to one operator, rejected with the other: GKA
@@ -129,6 +196,10 @@ int usage_error(const CLI::App &app, const CLI::ParseError &error) {
 }  // namespace
 
 int main(int argc, char **argv) {
+    // A write past a file-size limit (ulimit -f) fails with EFBIG, which the
+    // writer reports and cleans up after, instead of killing the process
+    // with its temporary file left behind.
+    std::signal(SIGXFSZ, SIG_IGN);
     CLI::App app{"msda: multi-scale deformable attention (Deformable DETR's MSDA) and geometric kernel attention "
                  "(GKA) from .npy files",
                  "msda"};
@@ -164,7 +235,7 @@ int main(int argc, char **argv) {
         "demo", "time forward and backward on one Deformable DETR encoder layer and spot-check them "
                 "against the double-precision reference");
     demo_command->add_option("--repeats", demo.repeats, "timed calls of each operator (after one warm-up)")
-        ->check(CLI::PositiveNumber);
+        ->check(whole_number(1, "a whole number of calls from 1 to " + std::to_string(INT_MAX)));
     add_threads_option(*demo_command, threads);
 
     CLI::App *info_command = app.add_subcommand(
@@ -191,9 +262,18 @@ int main(int argc, char **argv) {
             }
         }
         app.parse(argc, argv);
-        if (forward_command->parsed()) check_operator_options(*forward_command, forward.options);
+        if (forward_command->parsed()) {
+            check_operator_options(*forward_command, forward.options);
+            check_distinct_paths("forward", input_paths(forward.inputs), {{"--output", forward.output}});
+        }
         if (backward_command->parsed()) {
             check_operator_options(*backward_command, backward.options);
+            NamedPaths inputs = input_paths(backward.inputs);
+            inputs.emplace_back("--grad-output", backward.grad_output);
+            check_distinct_paths("backward", inputs,
+                                 {{"--grad-value", backward.grad_value},
+                                  {"--grad-sampling-locations", backward.grad_sampling_locations},
+                                  {"--grad-attention-weights", backward.grad_attention_weights}});
             const bool gka = backward.options.op == msda::Operator::gka;
             if (gka && !backward.grad_sampling_locations.empty())
                 throw CLI::ValidationError("backward: --grad-sampling-locations applies to MSDA only: GKA gives "

@@ -5,9 +5,14 @@
 // spaces and a final '\n', then the raw data.
 #include "npy.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <bit>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -286,8 +291,11 @@ void Array::check_element_type(DType requested) const {
 
 Array parse(std::string_view bytes, std::string_view name) {
     const std::string where(name);
-    if (bytes.size() < kPreambleV1 || bytes.substr(0, kMagic.size()) != kMagic)
+    if (bytes.substr(0, kMagic.size()) != kMagic)
         throw Error(where + ": not a .npy file (it does not start with the \\x93NUMPY magic)");
+    if (bytes.size() < kPreambleV1)
+        throw Error(where + ": truncated .npy file (" + std::to_string(bytes.size()) +
+                    " bytes: it ends inside the preamble, which takes " + std::to_string(kPreambleV1) + ")");
     const int major = static_cast<unsigned char>(bytes[6]);
     const int minor = static_cast<unsigned char>(bytes[7]);
     if (major < 1 || major > 3 || minor != 0)
@@ -361,13 +369,59 @@ std::string serialize(const Array &array) {
     return out;
 }
 
-void write(const std::string &path, const Array &array) {
+namespace {
+
+// The permissions a file created now gets (0666 less the umask), as fopen
+// would give it; a temporary from mkstemp has 0600.
+mode_t new_file_mode() {
+    const mode_t mask = umask(0);
+    umask(mask);
+    return 0666 & ~mask;
+}
+
+}  // namespace
+
+PendingWrite::PendingWrite(const std::string &path, const Array &array) : path_(path) {
     const std::string bytes = serialize(array);
-    File file(std::fopen(path.c_str(), "wb"));
-    if (!file) throw Error(path + ": cannot open for writing: " + system_error_text());
-    if (std::fwrite(bytes.data(), 1, bytes.size(), file.get()) != bytes.size())
-        throw Error(path + ": cannot write: " + system_error_text());
-    if (std::fclose(file.release()) != 0) throw Error(path + ": cannot write: " + system_error_text());
+    std::string name = path + ".msda-XXXXXX";
+    const int descriptor = mkstemp(name.data());
+    if (descriptor < 0) throw Error(path + ": cannot create a file beside it to write: " + system_error_text());
+    // A constructor that throws runs no destructor: the temporary is
+    // removed here on every failure.
+    auto fail = [&](const std::string &why) {
+        std::remove(name.c_str());
+        throw Error(path + ": cannot write: " + why);
+    };
+    std::size_t written = 0;
+    while (written < bytes.size()) {
+        const ssize_t done = ::write(descriptor, bytes.data() + written, bytes.size() - written);
+        if (done < 0 && errno == EINTR) continue;
+        if (done <= 0) {
+            const std::string why = done < 0 ? system_error_text() : "no progress";
+            ::close(descriptor);
+            fail(why);
+        }
+        written += static_cast<std::size_t>(done);
+    }
+    const bool kept = fchmod(descriptor, new_file_mode()) == 0 && fsync(descriptor) == 0;
+    const std::string why = kept ? "" : system_error_text();
+    if (::close(descriptor) != 0 || !kept) fail(kept ? system_error_text() : why);
+    temporary_ = name;
+}
+
+PendingWrite::~PendingWrite() {
+    if (!committed_ && !temporary_.empty()) std::remove(temporary_.c_str());
+}
+
+void PendingWrite::commit() {
+    if (std::rename(temporary_.c_str(), path_.c_str()) != 0)
+        throw Error(path_ + ": cannot put the written file in place: " + system_error_text());
+    committed_ = true;
+}
+
+void write(const std::string &path, const Array &array) {
+    PendingWrite file(path, array);
+    file.commit();
 }
 
 }  // namespace npy

@@ -65,7 +65,27 @@ Array read(const std::string &path);
 // Parses the bytes of a .npy file; `name` is what messages call it.
 Array parse(std::string_view file_bytes, std::string_view name);
 
-// Writes `array` as a version 1.0 file (2.0 when the header needs it).
+// A file written beside `path` (a temporary in the same folder) and
+// renamed into place by commit(): a write that fails, or is never
+// committed, leaves nothing at `path` (what was there stays) and no
+// temporary behind. The constructor writes the whole file (throws npy::Error
+// saying why it could not); several of them, committed one after the
+// other, replace a set of files only once all were written.
+class PendingWrite {
+public:
+    PendingWrite(const std::string &path, const Array &array);
+    PendingWrite(const PendingWrite &) = delete;
+    PendingWrite &operator=(const PendingWrite &) = delete;
+    ~PendingWrite();
+    void commit();
+
+private:
+    std::string path_, temporary_;
+    bool committed_ = false;
+};
+
+// Writes `array` as a version 1.0 file (2.0 when the header needs it),
+// through a PendingWrite.
 void write(const std::string &path, const Array &array);
 
 // The bytes of a .npy file holding `array`.

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <memory>
 
 namespace msda_cli {
 
@@ -46,15 +48,31 @@ void check_rank(const std::string &name, const std::string &path, const npy::Arr
                          expected.shape + ", got shape " + shape_text(array.shape()));
 }
 
-npy::Array to_float32(const npy::Array &doubles) {
-    npy::Array floats(npy::DType::float32, doubles.shape());
-    std::span<const double> from = doubles.elements<double>();
-    std::ranges::transform(from, floats.elements<float>().begin(),
-                           [](double x) { return static_cast<float>(x); });
-    return floats;
+bool is_half(msda::DType dtype) { return dtype == msda::DType::f16 || dtype == msda::DType::bf16; }
+
+// A finite element that became infinite in the storage dtype: an error
+// naming the tensor, the file, the element and the dtype's range.
+void check_in_range(const std::string &name, const std::string &path, std::size_t index, double given, float stored,
+                    msda::DType storage) {
+    if (!std::isfinite(given) || std::isfinite(stored)) return;
+    const char *largest = storage == msda::DType::f16 ? "65504" : "3.4028235e+38";
+    char text[64];
+    std::snprintf(text, sizeof text, "%.9g", given);
+    throw npy::Error(describe(name, path) + ": element " + std::to_string(index) + " is " + text + ", beyond " +
+                     msda::dtype_name(storage) + "'s range (its largest finite value is " + largest +
+                     "), the dtype msda stores " + name + " in");
 }
 
-bool is_half(msda::DType dtype) { return dtype == msda::DType::f16 || dtype == msda::DType::bf16; }
+npy::Array to_float32(const std::string &name, const std::string &path, const npy::Array &doubles) {
+    npy::Array floats(npy::DType::float32, doubles.shape());
+    std::span<const double> from = doubles.elements<double>();
+    std::span<float> to = floats.elements<float>();
+    for (std::size_t i = 0; i < from.size(); ++i) {
+        to[i] = static_cast<float>(from[i]);
+        check_in_range(name, path, i, from[i], to[i], msda::DType::f32);
+    }
+    return floats;
+}
 
 // A double rounded to float32 toward zero, with the lowest significand bit
 // set when that was inexact ("round to odd"). Rounding this to a half type
@@ -77,24 +95,27 @@ std::uint16_t to_half(msda::DType storage, float x) {
     return storage == msda::DType::f16 ? msda::float_to_f16(x) : msda::float_to_bf16(x);
 }
 
-std::vector<std::uint16_t> to_halves(const npy::Array &array, msda::DType storage) {
+float half_to_float(msda::DType storage, std::uint16_t half) {
+    return storage == msda::DType::f16 ? msda::f16_to_float(half) : msda::bf16_to_float(half);
+}
+
+std::vector<std::uint16_t> to_halves(const std::string &name, const std::string &path, const npy::Array &array,
+                                     msda::DType storage) {
     std::vector<std::uint16_t> halves(static_cast<std::size_t>(array.numel()));
-    if (array.dtype() == npy::DType::float64)
-        std::ranges::transform(array.elements<double>(), halves.begin(),
-                               [storage](double x) { return to_half(storage, round_to_odd_float32(x)); });
-    else
-        std::ranges::transform(array.elements<float>(), halves.begin(),
-                               [storage](float x) { return to_half(storage, x); });
+    const bool doubles = array.dtype() == npy::DType::float64;
+    for (std::size_t i = 0; i < halves.size(); ++i) {
+        const double given = doubles ? array.elements<double>()[i] : array.elements<float>()[i];
+        halves[i] = to_half(storage, doubles ? round_to_odd_float32(given) : static_cast<float>(given));
+        check_in_range(name, path, i, given, half_to_float(storage, halves[i]), storage);
+    }
     return halves;
 }
 
 // Exact: every float16 and bfloat16 value is a float32.
 npy::Array halves_to_float32(const TensorFile &tensor) {
     npy::Array floats(npy::DType::float32, tensor.shape);
-    const bool f16 = tensor.dtype == msda::DType::f16;
-    std::ranges::transform(tensor.halves, floats.elements<float>().begin(), [f16](std::uint16_t half) {
-        return f16 ? msda::f16_to_float(half) : msda::bf16_to_float(half);
-    });
+    std::ranges::transform(tensor.halves, floats.elements<float>().begin(),
+                           [&tensor](std::uint16_t half) { return half_to_float(tensor.dtype, half); });
     return floats;
 }
 
@@ -123,9 +144,9 @@ TensorFile read_float_tensor(const std::string &name, const std::string &path, c
     check_rank(name, path, array, expected);
     TensorFile tensor{name, path, array.shape(), storage, {}, {}};
     if (is_half(storage))
-        tensor.halves = to_halves(array, storage);  // the file's elements are not kept
+        tensor.halves = to_halves(name, path, array, storage);  // the file's elements are not kept
     else
-        tensor.array = array.dtype() == npy::DType::float64 ? to_float32(array) : std::move(array);
+        tensor.array = array.dtype() == npy::DType::float64 ? to_float32(name, path, array) : std::move(array);
     return tensor;
 }
 
@@ -148,11 +169,16 @@ TensorFile make_result(const std::string &name, const std::string &path, std::ve
     return {name, path, std::move(shape), storage, {}, std::vector<std::uint16_t>(static_cast<std::size_t>(count))};
 }
 
-void write_tensor(const TensorFile &tensor) {
-    if (is_half(tensor.dtype))
-        npy::write(tensor.path, halves_to_float32(tensor));
-    else
-        npy::write(tensor.path, tensor.array);  // not through a ?:, which would copy it
+void write_tensors(const std::vector<const TensorFile *> &tensors) {
+    std::vector<std::unique_ptr<npy::PendingWrite>> pending;
+    for (const TensorFile *tensor : tensors) {
+        if (is_half(tensor->dtype)) {
+            pending.push_back(std::make_unique<npy::PendingWrite>(tensor->path, halves_to_float32(*tensor)));
+        } else {
+            pending.push_back(std::make_unique<npy::PendingWrite>(tensor->path, tensor->array));
+        }
+    }
+    for (auto &file : pending) file->commit();
 }
 
 }  // namespace msda_cli

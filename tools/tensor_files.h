@@ -40,7 +40,9 @@ struct Expected {
 
 // A float tensor in `storage` (f32, f16 or bf16): a float32 or float64 file,
 // rounded once to nearest even (a float64 file straight to the storage
-// dtype, not through float32). Integer files are rejected.
+// dtype, not through float32). Integer files are rejected, and so is a
+// finite element beyond the storage dtype's range (it would become
+// infinite).
 TensorFile read_float_tensor(const std::string &name, const std::string &path, const Expected &expected,
                              msda::DType storage = msda::DType::f32);
 
@@ -53,7 +55,10 @@ TensorFile read_index_tensor(const std::string &name, const std::string &path, c
 TensorFile make_result(const std::string &name, const std::string &path, std::vector<std::int64_t> shape,
                        msda::DType storage = msda::DType::f32);
 
-// Writes the tensor as float32 (half-precision elements convert exactly).
-void write_tensor(const TensorFile &tensor);
+// Writes the tensors as float32 (half-precision elements convert exactly),
+// each to a temporary beside its path, then, once every one is written,
+// renamed into place (npy::PendingWrite): a failed write leaves every path
+// as it was.
+void write_tensors(const std::vector<const TensorFile *> &tensors);
 
 }  // namespace msda_cli
