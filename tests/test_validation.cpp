@@ -35,8 +35,9 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 // What a rejection message must contain. `tensor`, when set, is the one the
-// message must lead with ("msda: <tensor>: "); `names` must all appear
-// somewhere (the other tensor of a mismatch, the dimension).
+// message must lead with ("msda: <tensor>: "; tensors that disagree with no
+// majority among them are all named: "msda: a and b: "); `names` must all
+// appear somewhere (the other tensor of a mismatch, the dimension).
 struct Expected {
     std::string tensor;
     std::vector<std::string> names;
@@ -50,9 +51,10 @@ void expect_error(const std::string &entry_point, const std::function<void()> &c
         call();
     } catch (const msda::Error &error) {
         const std::string message = error.what();
-        EXPECT_THAT(message, ContainsRegex("^msda: [A-Za-z_:]+: "));
+        EXPECT_THAT(message, ContainsRegex("^msda: [A-Za-z_:]+(, [A-Za-z_]+)*( and [A-Za-z_]+)?: "));
         if (!expected.tensor.empty()) {
-            EXPECT_THAT(message, StartsWith("msda: " + expected.tensor + ": "));
+            // The tensor alone, or first of the tensors named together.
+            EXPECT_THAT(message, ContainsRegex("^msda: " + expected.tensor + "(: | and |, )"));
         }
         for (const std::string &name : expected.names) EXPECT_THAT(message, HasSubstr(name));
         return;
@@ -403,14 +405,22 @@ TEST_P(Validation, WrongDtype) {
 // A dimension of one tensor disagrees with the tensor it is measured
 // against. The extent shrinks by one, so the view stays inside its memory
 // whatever happens. The message must name both tensors and the dimension.
+// A size the inputs share (B, N_h, N_q, N_l, N_p) is what most of them
+// say: the message leads with the one tensor that disagrees, measured
+// against those that agree; where two disagree with no majority (N_q and
+// N_p, which only attention_weights and sampling_locations hold), it names
+// both. The outputs and gradients are measured against the inputs.
 TEST_P(Validation, ShapeMismatchBetweenTensors) {
+    const std::string both = "attention_weights and sampling_locations";
     struct Case {
         std::string tensor, dim;
         std::vector<std::string> names;  // besides the dimension
+        std::string leading = "";        // the tensor(s) the message leads with; default `tensor`
     };
     const Case cases[] = {
-        // B: everything is measured against value.
-        {"value", "B", {"value", "attention_weights"}},
+        // B: value, attention_weights and sampling_locations; the outputs
+        // against value.
+        {"value", "B", {"value", "attention_weights", "sampling_locations"}},
         {"attention_weights", "B", {"attention_weights", "value"}},
         {"sampling_locations", "B", {"sampling_locations", "value"}},
         {"output", "B", {"output", "value"}},
@@ -418,36 +428,40 @@ TEST_P(Validation, ShapeMismatchBetweenTensors) {
         {"grad_value", "B", {"grad_value"}},
         {"grad_sampling_locations", "B", {"grad_sampling_locations", "sampling_locations"}},
         {"grad_attention_weights", "B", {"grad_attention_weights", "attention_weights"}},
-        // N_q: attention_weights against sampling_locations, output and grad_output.
-        {"attention_weights", "N_q", {"attention_weights", "sampling_locations"}},
-        {"sampling_locations", "N_q", {"sampling_locations", "attention_weights"}},
+        // N_q: attention_weights and sampling_locations (both named), then
+        // output and grad_output against them.
+        {"attention_weights", "N_q", {"attention_weights", "sampling_locations"}, both},
+        {"sampling_locations", "N_q", {"sampling_locations", "attention_weights"}, both},
         {"output", "N_q", {"output", "attention_weights"}},
         {"grad_output", "N_q", {"grad_output", "attention_weights"}},
         {"grad_sampling_locations", "N_q", {"grad_sampling_locations", "sampling_locations"}},
         {"grad_attention_weights", "N_q", {"grad_attention_weights", "attention_weights"}},
-        // N_h: value against the per-sample tensors.
-        {"value", "N_h", {"value", "attention_weights"}},
+        // N_h: value and the per-sample tensors (a wrong one in value is
+        // value's, not attention_weights').
+        {"value", "N_h", {"value", "attention_weights", "sampling_locations"}},
         {"attention_weights", "N_h", {"attention_weights", "value"}},
         {"sampling_locations", "N_h", {"sampling_locations", "value"}},
         {"grad_value", "N_h", {"grad_value"}},
         {"grad_sampling_locations", "N_h", {"grad_sampling_locations", "sampling_locations"}},
         {"grad_attention_weights", "N_h", {"grad_attention_weights", "attention_weights"}},
-        // N_l: the rows of spatial_shapes against everything else.
+        // N_l: spatial_shapes, level_start_index and the per-sample tensors.
         {"attention_weights", "N_l", {"attention_weights", "spatial_shapes"}},
         {"sampling_locations", "N_l", {"sampling_locations", "spatial_shapes"}},
         {"level_start_index", "N_l", {"level_start_index", "spatial_shapes"}},
         {"spatial_shapes", "N_l", {"level_start_index", "spatial_shapes"}},
         {"grad_sampling_locations", "N_l", {"grad_sampling_locations", "sampling_locations"}},
         {"grad_attention_weights", "N_l", {"grad_attention_weights", "attention_weights"}},
-        // N_p: sampling_locations against attention_weights.
-        {"sampling_locations", "N_p", {"sampling_locations", "attention_weights"}},
-        {"attention_weights", "N_p", {"sampling_locations", "attention_weights"}},
+        // N_p: sampling_locations and attention_weights, both named.
+        {"sampling_locations", "N_p", {"sampling_locations", "attention_weights"}, both},
+        {"attention_weights", "N_p", {"sampling_locations", "attention_weights"}, both},
         {"grad_sampling_locations", "N_p", {"grad_sampling_locations", "sampling_locations"}},
         {"grad_attention_weights", "N_p", {"grad_attention_weights", "attention_weights"}},
-        // C_h: value's N_h*C_h against output and grad_output.
-        {"value", "C_h", {"value", "N_h*C_h"}},
-        {"output", "N_h*C_h", {"output", "value"}},
-        {"grad_output", "N_h*C_h", {"grad_output", "value"}},
+        // C_h: value's N_h*C_h and output's or grad_output's, both named
+        // (value and output in a forward, value and grad_output in a
+        // backward).
+        {"value", "C_h", {"value and", "N_h*C_h"}, "value"},
+        {"output", "N_h*C_h", {"output", "value"}, "value and output"},
+        {"grad_output", "N_h*C_h", {"grad_output", "value"}, "value and grad_output"},
         {"grad_value", "C_h", {"grad_value"}},
         // L: value against spatial_shapes.
         {"value", "L", {"value", "spatial_shapes"}},
@@ -461,7 +475,8 @@ TEST_P(Validation, ShapeMismatchBetweenTensors) {
         const int d = dim_index(c.tensor, c.dim, options_);
         std::vector<std::string> names = c.names;
         names.push_back(c.dim);
-        expect_rejected(c.tensor, [&](msda::TensorView &t) { t.shape[d] -= 1; }, {"", names});
+        expect_rejected(c.tensor, [&](msda::TensorView &t) { t.shape[d] -= 1; },
+                        {c.leading.empty() ? c.tensor : c.leading, names});
     }
 }
 
@@ -488,11 +503,11 @@ TEST_P(Validation, SpatialShapesNotNlBy2) {
         if (backward) {
             backward_call.spatial_shapes = no_levels;
             backward_call.level_start_index = no_starts;
-            expect_backward_rejected(backward_call, {"spatial_shapes", {"N_l"}});
+            expect_backward_rejected(backward_call, {"", {"spatial_shapes", "N_l"}});
         } else {
             forward.spatial_shapes = no_levels;
             forward.level_start_index = no_starts;
-            expect_forward_rejected(forward, {"spatial_shapes", {"N_l"}});
+            expect_forward_rejected(forward, {"", {"spatial_shapes", "N_l"}});
         }
     }
 }

@@ -1,6 +1,7 @@
 #include "validate.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <limits>
 #include <sstream>
 
@@ -88,6 +89,60 @@ void check_dims(const TensorView &t, const char *name, const char *const *dim_na
                            std::to_string(expected[d].size) + " (" + expected[d].source +
                            "); shape is " + shape_string(t));
         }
+    }
+}
+
+// One tensor's extent of a size several tensors share.
+struct SizeSource {
+    const char *tensor;
+    int dim;
+    std::int64_t extent;
+};
+
+// The tensors that share `size` (B, N_h, ...) must agree on it. Where they
+// do not, the one that disagrees with the others' consensus is named (the
+// extent most of them have); where no extent has a majority, every tensor
+// is named with its extent, as no one of them is the odd one out.
+void check_consensus(const char *size, std::initializer_list<SizeSource> sources) {
+    const SizeSource *majority = nullptr;
+    int majority_count = 0;
+    bool tied = false;
+    for (const SizeSource &candidate : sources) {
+        int count = 0;
+        for (const SizeSource &other : sources) count += other.extent == candidate.extent;
+        if (count > majority_count) {
+            majority = &candidate, majority_count = count, tied = false;
+        } else if (count == majority_count && candidate.extent != majority->extent) {
+            tied = true;
+        }
+    }
+    if (majority_count == static_cast<int>(sources.size())) return;
+    // "a", "a and b", "a, b and c".
+    auto listed = [](const std::vector<std::string> &items) {
+        std::string text;
+        for (std::size_t i = 0; i < items.size(); ++i) {
+            text += (i == 0 ? "" : i + 1 == items.size() ? " and " : ", ") + items[i];
+        }
+        return text;
+    };
+    if (tied) {
+        std::vector<std::string> names, extents;
+        for (const SizeSource &s : sources) {
+            names.push_back(s.tensor);
+            extents.push_back(std::string(s.tensor) + "'s dimension " + std::to_string(s.dim) + " is " +
+                              std::to_string(s.extent));
+        }
+        fail(listed(names), std::string("disagree on ") + size + ": " + listed(extents) + "; they must be equal");
+    }
+    std::vector<std::string> agreeing;
+    for (const SizeSource &s : sources) {
+        if (s.extent == majority->extent) agreeing.push_back(s.tensor);
+    }
+    for (const SizeSource &s : sources) {
+        if (s.extent == majority->extent) continue;
+        fail(s.tensor, "dimension " + std::to_string(s.dim) + " (" + size + ") is " + std::to_string(s.extent) +
+                           ", expected " + std::to_string(majority->extent) + " (" + size + " of " + listed(agreeing) +
+                           ")");
     }
 }
 
@@ -424,6 +479,23 @@ ProblemSize check_inputs(const TensorView &value, const TensorView &spatial_shap
     check_dense_channels(value, "value", 3);
 
     check_present(spatial_shapes_view, "spatial_shapes", 2, "(N_l, 2) of rows (H, W)");
+    check_present(level_start_index_view, "level_start_index", 1, "(N_l,)");
+    check_present(attention_weights, "attention_weights", 5, "(B, N_q, N_h, N_l, N_p)");
+    check_present(sampling_locations, "sampling_locations", 6, locations_layout_name(options.locations_layout));
+    // The sizes the inputs share, each named after the tensors that agree.
+    const bool bqhlp2 = options.locations_layout == LocationsLayout::BQHLP2;
+    const int q = bqhlp2 ? 1 : 2;  // sampling_locations' N_q; N_h, N_l and N_p follow it
+    const TensorView &w = attention_weights, &x = sampling_locations;
+    check_consensus("B", {{"value", 0, value.shape[0]}, {"attention_weights", 0, w.shape[0]},
+                          {"sampling_locations", 0, x.shape[0]}});
+    check_consensus("N_h", {{"value", blnc ? 2 : 1, s.heads}, {"attention_weights", 2, w.shape[2]},
+                            {"sampling_locations", q + 1, x.shape[q + 1]}});
+    check_consensus("N_q", {{"attention_weights", 1, w.shape[1]}, {"sampling_locations", q, x.shape[q]}});
+    check_consensus("N_l", {{"spatial_shapes", 0, spatial_shapes_view.shape[0]},
+                            {"level_start_index", 0, level_start_index_view.shape[0]},
+                            {"attention_weights", 3, w.shape[3]},
+                            {"sampling_locations", q + 2, x.shape[q + 2]}});
+    check_consensus("N_p", {{"attention_weights", 4, w.shape[4]}, {"sampling_locations", q + 3, x.shape[q + 3]}});
     check_integer_dtype(spatial_shapes_view, "spatial_shapes");
     check_addressable(spatial_shapes_view, "spatial_shapes", false);
     std::vector<std::byte> shapes_memory, starts_memory;
@@ -434,7 +506,6 @@ ProblemSize check_inputs(const TensorView &value, const TensorView &spatial_shap
         fail("spatial_shapes", "dimension 1 is " + std::to_string(spatial_shapes.shape[1]) +
                                    ", expected 2 (H, W)");
     }
-    check_present(level_start_index_view, "level_start_index", 1, "(N_l,)");
     check_integer_dtype(level_start_index_view, "level_start_index");
     check_addressable(level_start_index_view, "level_start_index", false);
     const TensorView level_start_index =
@@ -482,7 +553,6 @@ ProblemSize check_inputs(const TensorView &value, const TensorView &spatial_shap
         fail("value", "L = " + std::to_string(total) + " is too large for one call");
     }
 
-    check_present(attention_weights, "attention_weights", 5, "(B, N_q, N_h, N_l, N_p)");
     check_dtype(attention_weights, "attention_weights", value.dtype, "the dtype of value");
     check_addressable(attention_weights, "attention_weights");
     s.queries = attention_weights.shape[1];
@@ -495,8 +565,6 @@ ProblemSize check_inputs(const TensorView &value, const TensorView &spatial_shap
                                      {0, nullptr}};
     check_dims(attention_weights, "attention_weights", kWeightDims, weight_dims);
 
-    check_present(sampling_locations, "sampling_locations", 6,
-                  locations_layout_name(options.locations_layout));
     if (sampling_locations.dtype != DType::f32 && sampling_locations.dtype != value.dtype) {
         fail("sampling_locations", std::string("expected dtype float32 or the dtype of value (") +
                                        dtype_name(value.dtype) + "), got " +
@@ -522,6 +590,14 @@ ProblemSize check_inputs(const TensorView &value, const TensorView &spatial_shap
 // output and grad_output: (B, N_q, N_h*C_h), head-major, channels dense.
 void check_head_major(const TensorView &t, const char *name, const ProblemSize &s, DType dtype) {
     check_present(t, name, 3, "(B, N_q, N_h*C_h)");
+    // C_h is value's alone, so neither side of a mismatch is the odd one
+    // out: both are named.
+    if (t.shape[2] != s.heads * s.channels) {
+        fail(std::string("value and ") + name,
+             "disagree on N_h*C_h: value's N_h x C_h is " + std::to_string(s.heads) + " x " +
+                 std::to_string(s.channels) + " = " + std::to_string(s.heads * s.channels) + " and " + name +
+                 "'s dimension 2 is " + std::to_string(t.shape[2]) + "; they must be equal");
+    }
     check_dtype(t, name, dtype, "the dtype of value");
     check_addressable(t, name);
     const Expected dims[3] = {{s.batch, "B of value"},
