@@ -223,10 +223,8 @@ public:
     void configure() {
         configure_inputs();
         grad_output.set_type(storage);
-        if ((levels > 0 || points > 0) &&
-            ((part != BackwardPart::sample && part != BackwardPart::value) || op != Operator::msda)) {
-            throw std::invalid_argument(
-                "msda_backward: compile-time levels and points are for MSDA's part=sample and part=value only");
+        if ((levels > 0 || points > 0) && op != Operator::msda) {
+            throw std::invalid_argument("msda_backward: compile-time levels and points are for MSDA only");
         }
         if (sum != GradValueSum::float32 && (part != BackwardPart::value || Type(storage) != Float(32))) {
             throw std::invalid_argument("msda_backward: sum=float32_atomic and sum=fixed_point are for part=value in "
@@ -281,7 +279,9 @@ public:
                     // first, then x and y).
                     // (Only the first output's extents can be constrained;
                     // the others share them.)
-                    const int step = i == 0 ? 1 : 2;
+                    const bool weights = part == BackwardPart::attention_weights ||
+                                         (part == BackwardPart::sample && i == 0);
+                    const int step = weights ? 1 : 2;
                     if (i == 0) {
                         plane.dim(0).set_bounds(0, (int)points);
                         plane.dim(1).set_bounds(0, (int)levels);

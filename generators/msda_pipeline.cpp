@@ -394,23 +394,28 @@ GradSamplePipeline build_grad_sample(const MsdaInputs &in, const Func &grad_outp
     }
 
     // Each result is rounded once, to the storage type of the tensor it is
-    // the gradient of.
+    // the gradient of. Strict float arithmetic: each result is the same
+    // operations in the same order whichever gradients a pipeline computes
+    // (no multiply-add contracted one way beside the other gradients and
+    // another way alone), so its bits do not depend on what else is asked.
     std::vector<Expr> results;
     if (which != SampleGradients::sampling_locations) {
         Expr grad_attention = 0.0f;
         for (int corner = 0; corner < kCorners; corner++) {
             grad_attention += algebra::corner_weight(fx, fy, corner) * dot[corner];
         }
-        results.push_back(cast(in.storage, grad_attention));
+        results.push_back(cast(in.storage, strict_float(grad_attention)));
     }
     if (which != SampleGradients::attention_weights) {
         Expr counts = algebra::sample_counts(mask);
         results.push_back(cast(in.locations_storage,
-                               select(counts, attention * algebra::d_sample_dx(dot, fy) *
-                                                  corners.field(f.layout.scale_x), 0.0f)));
+                               select(counts, strict_float(attention * algebra::d_sample_dx(dot, fy) *
+                                                           corners.field(f.layout.scale_x)),
+                                      0.0f)));
         results.push_back(cast(in.locations_storage,
-                               select(counts, attention * algebra::d_sample_dy(dot, fx) *
-                                                  corners.field(f.layout.scale_y), 0.0f)));
+                               select(counts, strict_float(attention * algebra::d_sample_dy(dot, fx) *
+                                                           corners.field(f.layout.scale_y)),
+                                      0.0f)));
     }
     f.grads(v.p, v.l, v.h, v.q, v.b) = results.size() == 1 ? Tuple(results[0]) : Tuple(results);
     return f;

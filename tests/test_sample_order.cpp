@@ -344,14 +344,15 @@ TEST(ForcedSampleOrder, FallsBackToByLevelWhereByQueryDoesNotExist) {
     LibraryTensors tensors(data);
     EXPECT_EQ(msda::sample_order(tensors.forward_args(), by_query), SampleOrder::by_query);
     EXPECT_EQ(msda::sample_order(tensors.backward_args(), by_query), SampleOrder::by_query);
-    // The backward's by-query walk computes both per-sample gradients
-    // together: one of them alone is by_level (the forward is unaffected).
+    // Each per-sample gradient alone walks by query too (a by-query variant
+    // serves each set of them a call may ask for), and only its own view
+    // need be dense.
     for (bool locations : {true, false}) {
         msda::Options one = by_query;
         (locations ? one.grad_attention_weights : one.grad_sampling_locations) = false;
         msda::BackwardArgs backward = tensors.backward_args();
         (locations ? backward.grad_attention_weights : backward.grad_sampling_locations) = {};
-        EXPECT_EQ(msda::sample_order(backward, one), SampleOrder::by_level);
+        EXPECT_EQ(msda::sample_order(backward, one), SampleOrder::by_query);
         EXPECT_EQ(msda::sample_order(tensors.forward_args(), one), SampleOrder::by_query);
     }
     // Gradient views whose (l, p) blocks are padded: the backward is by_level.
@@ -391,9 +392,10 @@ TEST(ForcedSampleOrder, HalfPrecisionForwardWalksByQuery) {
 }
 
 // grad_value's scatter decides its order apart from the per-sample
-// gradients: asked for alone, or beside only one of them (which then walk by
-// level), it walks by query where its variant exists, and gives the
-// reference's values and the by-level walk's bits.
+// gradients: asked for alone (sample_order, which answers for the
+// per-sample gradients, says by_level), or beside one of them (which then
+// walks by query too), it walks by query where its variant exists, and
+// gives the reference's values and the by-level walk's bits.
 TEST(ForcedSampleOrder, GradValueWithoutBothPerSampleGradients) {
     for (const ByQueryShape &shape : by_query_shapes()) {
         if (shape.levels.size() == 3) continue;  // no by-query scatter for (3, 4)
@@ -414,7 +416,8 @@ TEST(ForcedSampleOrder, GradValueWithoutBothPerSampleGradients) {
                 if (!options.grad_attention_weights) args.grad_attention_weights = {};
                 if (!options.grad_sampling_locations) args.grad_sampling_locations = {};
                 const SampleOrder order = tensors == &query_walk ? SampleOrder::by_query : SampleOrder::by_level;
-                ASSERT_EQ(msda::sample_order(args, with_order(options, order)), SampleOrder::by_level);
+                ASSERT_EQ(msda::sample_order(args, with_order(options, order)),
+                          asked == 0 ? SampleOrder::by_level : order);
                 ASSERT_NO_THROW(msda::backward(args, with_order(options, order)));
             }
             EXPECT_TRUE(matches_reference("grad_value", query_walk.grad_value.canonical(), reference.value, 1e-5, 0));

@@ -744,13 +744,15 @@ Kernels select_kernels(const ProblemSize &size, const Options &options) {
         }
         kernels.grad_value_by_query = by_query_variant(Kind::grad_value, size, op, family);
     }
-    if (options.grad_attention_weights && locations) {
-        kernels.grad_sample = &select_variant(Kind::grad_sample, size, op, family);
-        kernels.grad_sample_by_query = by_query_variant(Kind::grad_sample, size, op, family);
-    } else if (options.grad_attention_weights) {
-        kernels.grad_sample = &select_variant(Kind::grad_attention_weights, size, op, family);
-    } else if (locations) {
-        kernels.grad_sample = &select_variant(Kind::grad_sampling_locations, size, op, family);
+    // The per-sample gradients asked for, in one pass; by query where a
+    // variant walks so for exactly this set (each set has one, or none has,
+    // so a gradient walks the same way whatever else is asked).
+    const Kind per_sample = options.grad_attention_weights && locations ? Kind::grad_sample
+                            : options.grad_attention_weights           ? Kind::grad_attention_weights
+                                                                       : Kind::grad_sampling_locations;
+    if (options.grad_attention_weights || locations) {
+        kernels.grad_sample = &select_variant(per_sample, size, op, family);
+        kernels.grad_sample_by_query = by_query_variant(per_sample, size, op, family);
     }
     return kernels;
 }
@@ -933,8 +935,11 @@ bool walks_by_query(const Kernels &kernels, const ForwardArgs &args, const Optio
 bool walks_by_query(const Kernels &kernels, const BackwardArgs &args, const Options &options,
                     const CheckedCall &checked) {
     const ProblemSize &size = checked.size;
-    return kernels.grad_sample_by_query != nullptr && dense_locations(args.grad_sampling_locations, size, options) &&
-           dense_weights(args.grad_attention_weights, size) &&
+    // The asked-for gradients' blocks must be dense (an absent one is not).
+    const Kind kind = kernels.grad_sample_by_query != nullptr ? kernels.grad_sample_by_query->kind : Kind::grad_sample;
+    return kernels.grad_sample_by_query != nullptr &&
+           (kind == Kind::grad_attention_weights || dense_locations(args.grad_sampling_locations, size, options)) &&
+           (kind == Kind::grad_sampling_locations || dense_weights(args.grad_attention_weights, size)) &&
            takes_by_query(kernels.grad_sample_by_query, args.sampling_locations, args.attention_weights, options,
                           checked);
 }
@@ -996,8 +1001,8 @@ void backward_in_order(const Kernels &kernels, const BackwardArgs &args, const O
         }
     }
     if (kernels.grad_sample == nullptr) return;
-    // The by-query variant (both per-sample gradients) reads value in the
-    // caller's layout (see schedule_grad_sample_by_query).
+    // A by-query variant (of the per-sample gradients asked for) reads value
+    // in the caller's layout (see schedule_grad_sample_by_query).
     const Variant &per_sample = by_query ? *kernels.grad_sample_by_query : *kernels.grad_sample;
     if (!by_query) stage_value(in, size, layout, workspace);
     if (per_sample.kind == Kind::grad_attention_weights) {

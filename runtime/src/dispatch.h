@@ -100,8 +100,8 @@ struct Kernels {
     const Variant *forward = nullptr;
     // The forward, the per-sample gradients and grad_value's scatter walked
     // query by query (Options::sample_order), where one was built for the
-    // plan's sizes (and, for the per-sample gradients, both are asked for);
-    // null otherwise.
+    // plan's sizes (for the per-sample gradients: the set asked for); null
+    // otherwise.
     const Variant *forward_by_query = nullptr;
     const Variant *grad_sample_by_query = nullptr;
     const Variant *grad_value_by_query = nullptr;
