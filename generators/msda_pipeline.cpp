@@ -21,6 +21,16 @@ algebra::Stage staging(const MsdaVars &v, std::vector<Func> *stages) {
     };
 }
 
+Expr to_storage(const Type &storage, const Expr &x) {
+    if (storage != Float(16)) return cast(storage, x);
+    // A float32 NaN becomes a quiet float16 NaN of the same sign and top
+    // payload bits (what F16C's vcvtps2ph gives): Halide's float16 rounding
+    // on targets without F16C (x86-64's baseline) turned NaN into Inf.
+    Expr bits = reinterpret<uint32_t>(x);
+    Expr nan = reinterpret(Float(16), cast<uint16_t>(((bits >> 16) & 0x8000) | 0x7e00 | ((bits >> 13) & 0x3ff)));
+    return select(is_nan(x), nan, cast(storage, x));
+}
+
 }  // namespace
 
 Func sample_geometry(const MsdaInputs &in, const MsdaVars &v, std::vector<Func> *stages) {
@@ -211,7 +221,7 @@ ForwardPipeline build_forward(const MsdaInputs &in) {
     f.sum_over.where(algebra::sample_counts(corners.mask()));
     f.accumulated(v.c, v.h, v.q, v.b) += sample;
     f.output = Func("output");
-    f.output(v.c, v.h, v.q, v.b) = cast(in.storage, f.accumulated(v.c, v.h, v.q, v.b));
+    f.output(v.c, v.h, v.q, v.b) = to_storage(in.storage, f.accumulated(v.c, v.h, v.q, v.b));
     return f;
 }
 
@@ -347,7 +357,7 @@ GradValuePipeline build_grad_value(const MsdaInputs &in, const Func &grad_output
     }
     if (in.storage != Float(32)) {
         f.stored = Func("grad_value_stored");
-        f.stored(v.c, v.h, f.row, v.b) = cast(in.storage, f.grad_value(v.c, v.h, f.row, v.b));
+        f.stored(v.c, v.h, f.row, v.b) = to_storage(in.storage, f.grad_value(v.c, v.h, f.row, v.b));
     }
     return f;
 }
@@ -384,7 +394,7 @@ GradSamplePipeline build_grad_sample(const MsdaInputs &in, const Func &grad_outp
         // GKA: grad_attention_weights = <g, V> at the sample's row, 0 for a
         // sample that does not count; locations get no gradient.
         Expr grad_attention = select(algebra::sample_counts(mask), dot_of(0), 0.0f);
-        f.grads(v.p, v.l, v.h, v.q, v.b) = Tuple(cast(in.storage, grad_attention));
+        f.grads(v.p, v.l, v.h, v.q, v.b) = Tuple(to_storage(in.storage, grad_attention));
         return f;
     }
     Expr fx = corners.field(f.layout.fx), fy = corners.field(f.layout.fy);
@@ -404,15 +414,15 @@ GradSamplePipeline build_grad_sample(const MsdaInputs &in, const Func &grad_outp
         for (int corner = 0; corner < kCorners; corner++) {
             grad_attention += algebra::corner_weight(fx, fy, corner) * dot[corner];
         }
-        results.push_back(cast(in.storage, strict_float(grad_attention)));
+        results.push_back(to_storage(in.storage, strict_float(grad_attention)));
     }
     if (which != SampleGradients::attention_weights) {
         Expr counts = algebra::sample_counts(mask);
-        results.push_back(cast(in.locations_storage,
+        results.push_back(to_storage(in.locations_storage,
                                select(counts, strict_float(attention * algebra::d_sample_dx(dot, fy) *
                                                            corners.field(f.layout.scale_x)),
                                       0.0f)));
-        results.push_back(cast(in.locations_storage,
+        results.push_back(to_storage(in.locations_storage,
                                select(counts, strict_float(attention * algebra::d_sample_dy(dot, fx) *
                                                            corners.field(f.layout.scale_y)),
                                       0.0f)));
