@@ -3,7 +3,6 @@
 // element. The tensors are views into a sparse 16 GiB mapping: only the pages
 // the problem touches are ever committed.
 #include <gtest/gtest.h>
-#include <sys/mman.h>
 
 #include <msda/msda.hpp>
 #include <msda_reference.h>
@@ -13,27 +12,13 @@
 #include <random>
 #include <vector>
 
+#include "sparse_memory.h"
+
 namespace {
 
 constexpr std::int64_t kWideStride = (std::int64_t{1} << 31) + 64;  // elements
 
-// Anonymous memory reserved without backing; untouched pages cost nothing.
-class SparseFloats {
-public:
-    explicit SparseFloats(std::int64_t count) : bytes_(count * sizeof(float)) {
-        void *p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        data_ = p == MAP_FAILED ? nullptr : static_cast<float *>(p);
-    }
-    ~SparseFloats() {
-        if (data_ != nullptr) munmap(data_, bytes_);
-    }
-    float *data() const { return data_; }
-
-private:
-    std::size_t bytes_;
-    float *data_;
-};
+using msda::testing::SparseMemory;
 
 TEST(WideBatchStride, ForwardAndBackwardMatchTheReferenceWhenTheBatchStrideExceeds32Bits) {
     const std::int64_t batch = 2, heads = 2, channels = 3, queries = 5, points = 2;
@@ -41,9 +26,10 @@ TEST(WideBatchStride, ForwardAndBackwardMatchTheReferenceWhenTheBatchStrideExcee
     const std::int64_t length = 16, level_count = 2;
     const std::int64_t per_batch = length * heads * channels;
 
-    SparseFloats value_memory(batch * kWideStride), grad_value_memory(batch * kWideStride);
-    ASSERT_NE(value_memory.data(), nullptr) << "could not reserve the sparse mapping";
-    ASSERT_NE(grad_value_memory.data(), nullptr) << "could not reserve the sparse mapping";
+    const std::size_t bytes = batch * kWideStride * sizeof(float);
+    SparseMemory value_memory(bytes), grad_value_memory(bytes);
+    ASSERT_NE(value_memory.as<float>(), nullptr) << "could not reserve the sparse mapping";
+    ASSERT_NE(grad_value_memory.as<float>(), nullptr) << "could not reserve the sparse mapping";
 
     msda::reference::Problem problem;
     problem.batch = batch;
@@ -63,7 +49,7 @@ TEST(WideBatchStride, ForwardAndBackwardMatchTheReferenceWhenTheBatchStrideExcee
     for (std::int64_t b = 0; b < batch; b++) {
         for (std::int64_t i = 0; i < per_batch; i++) {
             float x = uniform(rng);
-            value_memory.data()[b * kWideStride + i] = x;
+            value_memory.as<float>()[b * kWideStride + i] = x;
             problem.value.push_back(x);
         }
     }
@@ -74,7 +60,7 @@ TEST(WideBatchStride, ForwardAndBackwardMatchTheReferenceWhenTheBatchStrideExcee
     std::vector<float> output(grad_output.size(), -1.0f);
     std::vector<float> grad_locations(locations.size()), grad_weights(weights.size());
     const msda::TensorView value = msda::TensorView::strided(
-        value_memory.data(), msda::DType::f32, {batch, length, heads, channels},
+        value_memory.as<float>(), msda::DType::f32, {batch, length, heads, channels},
         {kWideStride, heads * channels, channels, 1});
     msda::ForwardArgs forward;
     forward.value = value;
@@ -96,7 +82,7 @@ TEST(WideBatchStride, ForwardAndBackwardMatchTheReferenceWhenTheBatchStrideExcee
     backward.attention_weights = forward.attention_weights;
     backward.grad_output = msda::TensorView::contiguous(grad_output.data(), msda::DType::f32,
                                                         {batch, queries, heads * channels});
-    backward.grad_value = msda::TensorView::strided(grad_value_memory.data(), msda::DType::f32,
+    backward.grad_value = msda::TensorView::strided(grad_value_memory.as<float>(), msda::DType::f32,
                                                     {batch, length, heads, channels},
                                                     {kWideStride, heads * channels, channels, 1});
     backward.grad_sampling_locations = msda::TensorView::contiguous(
@@ -111,7 +97,7 @@ TEST(WideBatchStride, ForwardAndBackwardMatchTheReferenceWhenTheBatchStrideExcee
     for (std::size_t i = 0; i < output.size(); i++) EXPECT_NEAR(output[i], expected_output[i], 1e-5);
     for (std::int64_t b = 0; b < batch; b++) {
         for (std::int64_t i = 0; i < per_batch; i++) {
-            EXPECT_NEAR(grad_value_memory.data()[b * kWideStride + i],
+            EXPECT_NEAR(grad_value_memory.as<float>()[b * kWideStride + i],
                         expected.value[b * per_batch + i], 1e-5);
         }
     }

@@ -614,14 +614,18 @@ void fill_zeros(const TensorView &t, const CheckedCall &checked) {
 }
 
 // Halide's buffer strides are 32-bit. When a tensor's batch stride is wider
-// (one batch element of more than 2^31 - 1 elements), `run` serves the call
-// once per batch element, each tensor a view of extent 1 whose batch stride
-// is unused, and this returns true; otherwise it returns false.
+// (one batch element of more than 2^31 - 1 elements), or the workspace's
+// value-shaped buffers' would be (workspace_value_buffer: a batch element
+// of value past 2^31 - 1 elements, whatever the caller's strides), `run`
+// serves the call once per batch element, each tensor a view of extent 1
+// whose batch stride is unused, and this returns true; otherwise it returns
+// false.
 template <typename Args, typename Run>
 bool split_wide_batches(const Args &args, const CheckedCall &call,
                         std::initializer_list<TensorView Args::*> tensors, Run run) {
     constexpr std::int64_t limit = std::numeric_limits<std::int32_t>::max();
-    bool fits = true;
+    const ProblemSize &size = call.size;
+    bool fits = size.batch <= 1 || size.value_length * size.heads * size.channels <= limit;
     for (TensorView Args::*tensor : tensors) {
         const TensorView &t = args.*tensor;
         fits = fits && !(t.present() && (t.strides[0] > limit || t.strides[0] < -limit));
@@ -765,6 +769,10 @@ bool stages_value(const ProblemSize &size, const Options &options) {
         options.device != Device::cpu) {
         return false;  // the GPU family reads value as given
     }
+    // The copy's head stride (L * C_h elements) must fit a Halide buffer's
+    // 32-bit stride: past it the kernels read the caller's value, even with
+    // Relayout::always.
+    if (size.value_length * size.channels > std::numeric_limits<std::int32_t>::max()) return false;
     if (options.relayout == Relayout::always) return true;
     const std::int64_t bytes = size.batch * size.value_length * size.heads * size.channels *
                                static_cast<std::int64_t>(dtype_size(size.dtype));

@@ -669,6 +669,19 @@ CheckedCall start_check(const Args &args, const Options &options) {
 template <typename Args>
 void check_device_tensors(const Args &args, const CheckedCall &call) {
     if (call.device == Device::cpu) return;
+    const char *gpu = call.device == Device::cuda ? "CUDA" : "OpenCL";
+    const ProblemSize &size = call.size;
+    std::int64_t samples = 1;
+    bool overflow = false;
+    for (std::int64_t factor : {size.batch, size.queries, size.heads, size.levels, size.points}) {
+        overflow = overflow || __builtin_mul_overflow(samples, factor, &samples);
+    }
+    if (overflow || samples > kIndexLimit) {
+        fail("sampling_locations", "holds " + (overflow ? std::string("more than 2^63") : std::to_string(samples)) +
+                                       " samples (B * N_q * N_h * N_l * N_p); the " +
+                                       gpu + " code counts samples with 32-bit integers (at most 2^31 - 1); "
+                                       "compute on the CPU, whose code counts with 64-bit integers");
+    }
     for (const Named &named : call_tensors(args)) {
         const TensorView &t = *named.tensor;
         if (!t.present()) continue;
@@ -678,6 +691,21 @@ void check_device_tensors(const Args &args, const CheckedCall &call) {
                                      "; the OpenCL and CUDA code needs non-negative strides (pass a copy, or "
                                      "compute on the CPU)");
             }
+        }
+        // The GPU kernels index a tensor with 32-bit integers from its
+        // first element (a batch stride too wide for one call is split off
+        // by the runtime, one batch element per call).
+        const bool split_batches = t.rank > 0 && (t.strides[0] > kIndexLimit || t.strides[0] < -kIndexLimit);
+        std::int64_t span = 1;
+        for (int d = split_batches ? 1 : 0; d < t.rank; d++) {
+            if (t.shape[d] == 0) span = 0;
+            if (span > 0) span += (t.shape[d] - 1) * std::abs(t.strides[d]);
+        }
+        if (span > kIndexLimit) {
+            fail(named.name, "spans " + std::to_string(span) + " elements" +
+                                 (split_batches ? " in one batch element" : "") + "; the " + gpu +
+                                 " code indexes a tensor with 32-bit integers (at most 2^31 - 1 elements from its "
+                                 "first); compute on the CPU, whose code indexes with 64-bit integers");
         }
         if (call.device_tensors) check_device_memory(t, named.name, call);
     }

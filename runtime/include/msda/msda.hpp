@@ -97,8 +97,9 @@ enum class Rounding : int { floor = 0, nearest = 1 };
 // Whether value is first copied head-major into the plan's workspace (and
 // grad_value summed there), which calls that sample every row of a BLNC
 // value many times run faster with. automatic: msda decides
-// (docs/policies.md); always: whenever value is BLNC with 2 or more heads;
-// never. Results are bitwise the same either way.
+// (docs/policies.md); always: whenever value is BLNC with 2 or more heads
+// (and a head's copy, L * C_h elements, within 2^31 - 1); never. Results are
+// bitwise the same either way.
 enum class Relayout : int { automatic = 0, always = 1, never = 2 };
 
 // How the forward, the backward's per-sample gradients and grad_value's
@@ -107,8 +108,9 @@ enum class Relayout : int { automatic = 0, always = 1, never = 2 };
 // float32 locations and (N_l, N_p) of (4, 4), (3, 4) or (4, 8), dense
 // per-sample blocks; where it does not exist, calls walk by level).
 // automatic: msda decides (docs/policies.md). Both are deterministic;
-// grad_value has the same bits in both, the other results may differ in
-// the last bits (multiply-adds contracted differently).
+// grad_value has the same bits in both (but for a NaN's sign), the other
+// results may differ in the last bits (multiply-adds contracted
+// differently).
 enum class SampleOrder : int { automatic = 0, by_level = 1, by_query = 2 };
 
 // Where a call computes, for host tensors. cpu: this library's CPU code.

@@ -1,0 +1,7 @@
+# Tensors past 2^31 elements (tests/test_huge_tensors.cpp). RUN_SERIAL: it
+# commits up to 8 GiB, which must not meet another test's memory.
+add_executable(test_huge_tensors test_huge_tensors.cpp ${CMAKE_CURRENT_SOURCE_DIR}/expected_target.cpp)
+target_link_libraries(test_huge_tensors PRIVATE msda::msda msda_reference GTest::gtest_main)
+target_include_directories(test_huge_tensors PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+gtest_discover_tests(test_huge_tensors DISCOVERY_TIMEOUT 120
+    PROPERTIES LABELS core RUN_SERIAL ON TIMEOUT 900 SKIP_REGULAR_EXPRESSION "${MSDA_SKIP_PATTERN}")
