@@ -367,4 +367,26 @@ TEST_F(ManySamples, AFloat16GradAttentionWeightsPast2To31Elements) {
     EXPECT_EQ(wrong, 0) << "queries' grad_attention_weights differ from their pixels, the first " << first;
 }
 
+// Relayout::always stages value head-major, except where a head's copy
+// (L * C_h elements) would need a stride past 2^31 - 1, which a Halide
+// buffer cannot hold: there the kernels read value as given and the
+// workspace holds no copy (it held one, addressed through a truncated
+// stride). Sizes only: nothing is allocated.
+TEST(HugeWorkspace, NoHeadMajorCopyWhoseHeadStrideWouldPass2To31) {
+    msda::ProblemSize size;
+    size.batch = 1;
+    size.value_length = (std::int64_t{1} << 30) + (1 << 20);
+    size.heads = 2;
+    size.levels = 1;
+    size.queries = 1;
+    size.points = 1;
+    msda::Options options;
+    options.relayout = msda::Relayout::always;
+    options.grad_value = false;
+    size.channels = 1;  // a head: 2^30 + 2^20 elements, staged
+    EXPECT_GE(msda::Plan(size, options).workspace_size(), std::size_t(size.value_length * size.heads * 4));
+    size.channels = 2;  // a head: 2^31 + 2^21 elements, not staged
+    EXPECT_EQ(msda::Plan(size, options).workspace_size(), 0u);
+}
+
 }  // namespace
