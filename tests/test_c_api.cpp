@@ -37,7 +37,9 @@ msda_options to_c(const msda::Options &options) {
 }
 
 bool same_bits(const std::vector<float> &a, const std::vector<float> &b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+    // (memcmp's pointers must not be null, even for no bytes: an empty
+    // vector's data() may be.)
+    return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 // Buffers start out holding this, so a call that writes nothing is noticed.

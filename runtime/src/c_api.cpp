@@ -8,6 +8,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <type_traits>
 
 #include "msda/msda.hpp"
 
@@ -73,8 +74,19 @@ const T &require(const T *pointer, const char *argument) {
     return *pointer;
 }
 
-msda::DType to_dtype(msda_dtype dtype, const char *what) {
-    const int code = static_cast<int>(dtype);
+// A C enum field's code as the caller stored it. C lets an enum object hold
+// any int; in C++ loading a value outside the enum's range is undefined (and
+// UBSan stops at it), so the field's bytes are read as its underlying
+// integer.
+template <typename Enum>
+int code_of(const Enum &field) {
+    std::underlying_type_t<Enum> code;
+    std::memcpy(&code, &field, sizeof code);
+    return static_cast<int>(code);
+}
+
+msda::DType to_dtype(const msda_dtype &dtype, const char *what) {
+    const int code = code_of(dtype);
     if (code < static_cast<int>(MSDA_F32) || code > static_cast<int>(MSDA_I64)) {
         fail(what, "unknown dtype code " + std::to_string(code));
     }
@@ -111,22 +123,22 @@ Enum to_enum(int code, int last, const char *what) {
 
 msda::Options to_options(const msda_options &options) {
     msda::Options result;
-    result.op = to_enum<msda::Operator>(options.op, MSDA_OP_GKA, "op");
-    result.rounding = to_enum<msda::Rounding>(options.rounding, MSDA_ROUNDING_NEAREST, "rounding");
+    result.op = to_enum<msda::Operator>(code_of(options.op), MSDA_OP_GKA, "op");
+    result.rounding = to_enum<msda::Rounding>(code_of(options.rounding), MSDA_ROUNDING_NEAREST, "rounding");
     result.value_layout =
-        to_enum<msda::ValueLayout>(options.value_layout, MSDA_BNLC, "value_layout");
-    result.locations_layout = to_enum<msda::LocationsLayout>(options.locations_layout,
+        to_enum<msda::ValueLayout>(code_of(options.value_layout), MSDA_BNLC, "value_layout");
+    result.locations_layout = to_enum<msda::LocationsLayout>(code_of(options.locations_layout),
                                                              MSDA_B2QHLP, "locations_layout");
     result.align_corners = options.align_corners != 0;
     result.padding_mode =
-        to_enum<msda::PaddingMode>(options.padding_mode, MSDA_PADDING_BORDER, "padding_mode");
+        to_enum<msda::PaddingMode>(code_of(options.padding_mode), MSDA_PADDING_BORDER, "padding_mode");
     result.grad_value = options.grad_value != 0;
     result.grad_sampling_locations = options.grad_sampling_locations != 0;
     result.grad_attention_weights = options.grad_attention_weights != 0;
-    result.relayout = to_enum<msda::Relayout>(options.relayout, MSDA_RELAYOUT_NEVER, "relayout");
+    result.relayout = to_enum<msda::Relayout>(code_of(options.relayout), MSDA_RELAYOUT_NEVER, "relayout");
     result.sample_order =
-        to_enum<msda::SampleOrder>(options.sample_order, MSDA_SAMPLE_ORDER_BY_QUERY, "sample_order");
-    result.device = to_enum<msda::Device>(options.device, MSDA_DEVICE_CUDA, "device");
+        to_enum<msda::SampleOrder>(code_of(options.sample_order), MSDA_SAMPLE_ORDER_BY_QUERY, "sample_order");
+    result.device = to_enum<msda::Device>(code_of(options.device), MSDA_DEVICE_CUDA, "device");
     result.deterministic = options.atomic_grad_value == 0;
     result.opencl_queue = options.opencl_queue;
     result.cuda_context = options.cuda_context;
@@ -219,7 +231,9 @@ msda_tensor msda_contiguous(void *data, msda_dtype dtype, int rank, const int64_
     for (int axis = rank - 1; axis >= 0; --axis) {
         tensor.shape[axis] = shape[axis];
         tensor.strides[axis] = stride;
-        stride *= shape[axis];
+        // Saturated where the dense strides do not fit 64 bits (the call
+        // refuses the tensor by name), as TensorView::contiguous.
+        if (axis > 0 && __builtin_mul_overflow(stride, shape[axis], &stride)) stride = INT64_MAX;
     }
     return tensor;
 }

@@ -44,7 +44,12 @@ TensorView TensorView::contiguous(const void *data, DType dtype,
     std::int64_t stride = 1;
     for (d = view.rank - 1; d >= 0; d--) {
         view.strides[d] = stride;
-        stride *= view.shape[d];
+        // The next dimension's dense stride. A shape whose strides do not
+        // fit 64 bits saturates them (validation then refuses the tensor
+        // by name: it spans more than can be addressed).
+        if (d > 0 && __builtin_mul_overflow(stride, view.shape[d], &stride)) {
+            stride = std::numeric_limits<std::int64_t>::max();
+        }
     }
     return view;
 }
