@@ -8,6 +8,7 @@
 
 #include "cpu_dispatch.h"
 #include "dispatch.h"
+#include "scratch.h"
 
 namespace msda {
 
@@ -196,7 +197,10 @@ void backward(const BackwardArgs &args, const Options &options) {
 
 std::size_t cached_workspace_bytes() { return workspace_cache().bytes(); }
 
-void release_cached_workspace() { workspace_cache().release(); }
+void release_cached_workspace() {
+    workspace_cache().release();
+    detail::release_scratch();
+}
 
 void set_num_threads(int threads) { detail::set_threads(threads); }
 

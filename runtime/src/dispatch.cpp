@@ -15,6 +15,7 @@
 #include "cpu_caches.h"
 #include "cpu_dispatch.h"
 #include "opencl.h"
+#include "scratch.h"
 #include "msda_variants.h"
 
 namespace msda::detail {
@@ -653,7 +654,10 @@ bool split_wide_batches(const Args &args, const CheckedCall &call,
 
 void install_error_handler() {
     static std::once_flag once;
-    std::call_once(once, [] { halide_set_error_handler(&collect_error); });
+    std::call_once(once, [] {
+        halide_set_error_handler(&collect_error);
+        install_scratch_allocator();
+    });
 }
 
 const char *family_name(TargetFamily family) {

@@ -44,13 +44,17 @@ struct Expected {
     const char *source;  // e.g. "N_h of value"
 };
 
-void check_present(const TensorView &t, const char *name, int rank, const std::string &shape_desc) {
-    if (!t.present()) fail(name, "missing: expected a tensor of shape " + shape_desc);
-    if (t.rank < 0 || t.rank > kMaxRank) {
-        fail(name, "rank " + std::to_string(t.rank) + " is outside 0 to " + std::to_string(kMaxRank) +
-                       "; expected rank " + std::to_string(rank) + " " + shape_desc);
-    }
-    if (t.rank != rank) {
+// What the tensor should be is described only when it is not: the checks
+// of a call that passes allocate nothing (Plan's promise).
+template <typename Describe>
+void check_present(const TensorView &t, const char *name, int rank, const Describe &describe) {
+    if (!t.present()) fail(name, "missing: expected a tensor of shape " + describe());
+    if (t.rank < 0 || t.rank > kMaxRank || t.rank != rank) {
+        const std::string shape_desc = describe();
+        if (t.rank < 0 || t.rank > kMaxRank) {
+            fail(name, "rank " + std::to_string(t.rank) + " is outside 0 to " + std::to_string(kMaxRank) +
+                           "; expected rank " + std::to_string(rank) + " " + shape_desc);
+        }
         fail(name, "expected rank " + std::to_string(rank) + " " + shape_desc + ", got rank " +
                        std::to_string(t.rank) + " with shape " + shape_string(t));
     }
@@ -62,9 +66,14 @@ void check_present(const TensorView &t, const char *name, int rank, const std::s
     }
 }
 
-void check_dtype(const TensorView &t, const char *name, DType expected, const char *why) {
+void check_present(const TensorView &t, const char *name, int rank, const char *shape_desc) {
+    check_present(t, name, rank, [&] { return std::string(shape_desc); });
+}
+
+// why: the reason, "the dtype of <of>".
+void check_dtype(const TensorView &t, const char *name, DType expected, const char *of) {
     if (t.dtype != expected) {
-        fail(name, std::string("expected dtype ") + dtype_name(expected) + " (" + why + "), got " +
+        fail(name, std::string("expected dtype ") + dtype_name(expected) + " (the dtype of " + of + "), got " +
                        dtype_name(t.dtype));
     }
 }
@@ -215,6 +224,23 @@ struct Named {
     const char *name;
 };
 
+// A call's tensors, a few at most: a fixed array, no heap.
+struct NamedList {
+    static constexpr int kCapacity = 8;
+    Named items[kCapacity] = {};
+    int count = 0;
+
+    NamedList() = default;
+    NamedList(std::initializer_list<Named> named) {
+        for (const Named &n : named) push_back(n);
+    }
+    void push_back(const Named &n) { items[count++] = n; }
+    const Named *begin() const { return items; }
+    const Named *end() const { return items + count; }
+    std::size_t size() const { return static_cast<std::size_t>(count); }
+    const Named &operator[](std::size_t i) const { return items[i]; }
+};
+
 // Where a tensor's elements lie: bytes [begin, end) of host or CUDA
 // memory (root null: one address space) or of an OpenCL buffer that is no
 // sub-buffer (root).
@@ -240,14 +266,11 @@ Span span_of(const Named &named) {
     return span;
 }
 
-void check_disjoint(const std::vector<Named> &outputs, const std::vector<Named> &inputs) {
+void check_disjoint(const NamedList &outputs, const NamedList &inputs) {
     // Each span once (a device tensor's asks OpenCL for its parent buffer).
-    auto spans_of = [](const std::vector<Named> &tensors) {
-        std::vector<Span> spans;
-        for (const Named &named : tensors) spans.push_back(span_of(named));
-        return spans;
-    };
-    const std::vector<Span> output_spans = spans_of(outputs), input_spans = spans_of(inputs);
+    Span output_spans[NamedList::kCapacity], input_spans[NamedList::kCapacity];
+    for (std::size_t i = 0; i < outputs.size(); i++) output_spans[i] = span_of(outputs[i]);
+    for (std::size_t i = 0; i < inputs.size(); i++) input_spans[i] = span_of(inputs[i]);
     for (std::size_t i = 0; i < outputs.size(); i++) {
         const Span &out = output_spans[i];
         if (out.begin == out.end) continue;
@@ -302,7 +325,7 @@ Device device_of(DeviceType type) {
 
 // The call's device: every tensor but the level tables on the one value
 // is on; the level tables there or on the host. Outputs may be absent.
-void resolve_device(CheckedCall &call, const std::vector<Named> &tensors, const std::vector<Named> &tables,
+void resolve_device(CheckedCall &call, const NamedList &tensors, const NamedList &tables,
                     const Options &options) {
     const Named *first = nullptr;
     for (const Named &named : tensors) {
@@ -332,16 +355,20 @@ void resolve_device(CheckedCall &call, const std::vector<Named> &tensors, const 
     call.device_tensors = on_device;
     call.device = on_device ? device_of(first->tensor->device_type) : options.device;
     // What the call runs on, in words, for the options that do not apply.
-    const std::string runs_on = call.device == Device::cpu ? "the CPU (its tensors are host tensors and "
-                                                             "Options::device is cpu)"
-                                : call.device == Device::cuda ? "CUDA"
-                                                              : "OpenCL";
+    const char *runs_on = call.device == Device::cpu ? "the CPU (its tensors are host tensors and "
+                                                       "Options::device is cpu)"
+                          : call.device == Device::cuda ? "CUDA"
+                                                        : "OpenCL";
     if (options.opencl_queue != nullptr && call.device != Device::opencl) {
-        fail("options.opencl_queue", "is set, but the call runs on " + runs_on);
+        fail("options.opencl_queue", std::string("is set, but the call runs on ") + runs_on);
     }
     if (call.device != Device::cuda) {
-        if (options.cuda_stream != nullptr) fail("options.cuda_stream", "is set, but the call runs on " + runs_on);
-        if (options.cuda_context != nullptr) fail("options.cuda_context", "is set, but the call runs on " + runs_on);
+        if (options.cuda_stream != nullptr) {
+            fail("options.cuda_stream", std::string("is set, but the call runs on ") + runs_on);
+        }
+        if (options.cuda_context != nullptr) {
+            fail("options.cuda_context", std::string("is set, but the call runs on ") + runs_on);
+        }
     }
     if (call.device == Device::opencl) call.queue = opencl::call_queue(options);
     if (call.device == Device::cuda) {
@@ -553,7 +580,7 @@ ProblemSize check_inputs(const TensorView &value, const TensorView &spatial_shap
         fail("value", "L = " + std::to_string(total) + " is too large for one call");
     }
 
-    check_dtype(attention_weights, "attention_weights", value.dtype, "the dtype of value");
+    check_dtype(attention_weights, "attention_weights", value.dtype, "value");
     check_addressable(attention_weights, "attention_weights");
     s.queries = attention_weights.shape[1];
     s.points = attention_weights.shape[4];
@@ -598,7 +625,7 @@ void check_head_major(const TensorView &t, const char *name, const ProblemSize &
                  std::to_string(s.channels) + " = " + std::to_string(s.heads * s.channels) + " and " + name +
                  "'s dimension 2 is " + std::to_string(t.shape[2]) + "; they must be equal");
     }
-    check_dtype(t, name, dtype, "the dtype of value");
+    check_dtype(t, name, dtype, "value");
     check_addressable(t, name);
     const Expected dims[3] = {{s.batch, "B of value"},
                               {s.queries, "N_q of attention_weights"},
@@ -610,8 +637,8 @@ void check_head_major(const TensorView &t, const char *name, const ProblemSize &
 // A gradient has the shape, layout and dtype of the tensor it belongs to.
 void check_gradient(const TensorView &grad, const char *name, const TensorView &of,
                     const char *of_name, const char *const *dim_names) {
-    check_present(grad, name, of.rank, std::string("the shape of ") + of_name + " " + shape_string(of));
-    check_dtype(grad, name, of.dtype, (std::string("the dtype of ") + of_name).c_str());
+    check_present(grad, name, of.rank, [&] { return std::string("the shape of ") + of_name + " " + shape_string(of); });
+    check_dtype(grad, name, of.dtype, of_name);
     check_addressable(grad, name);
     Expected dims[kMaxRank];
     for (int d = 0; d < of.rank; d++) dims[d] = {of.shape[d], of_name};
@@ -621,7 +648,7 @@ void check_gradient(const TensorView &grad, const char *name, const TensorView &
 
 // The inputs both operators read, as outputs must not overlap them.
 template <typename Args>
-std::vector<Named> shared_inputs(const Args &args) {
+NamedList shared_inputs(const Args &args) {
     return {{&args.value, "value"},
             {&args.spatial_shapes, "spatial_shapes"},
             {&args.level_start_index, "level_start_index"},
@@ -636,13 +663,13 @@ ProblemSize check_shared_inputs(const Args &args, const Options &options, Checke
 }
 
 // Every tensor of a call but the level tables, value first.
-std::vector<Named> call_tensors(const ForwardArgs &args) {
+NamedList call_tensors(const ForwardArgs &args) {
     return {{&args.value, "value"},
             {&args.sampling_locations, "sampling_locations"},
             {&args.attention_weights, "attention_weights"},
             {&args.output, "output"}};
 }
-std::vector<Named> call_tensors(const BackwardArgs &args) {
+NamedList call_tensors(const BackwardArgs &args) {
     return {{&args.value, "value"},
             {&args.sampling_locations, "sampling_locations"},
             {&args.attention_weights, "attention_weights"},
@@ -743,7 +770,7 @@ CheckedCall check_backward(const BackwardArgs &args, const Options &options, Out
     const ProblemSize &s = call.size;
     check_head_major(args.grad_output, "grad_output", s, args.value.dtype);
 
-    std::vector<Named> gradients;
+    NamedList gradients;
     auto wanted = [&](bool asked, const TensorView &gradient) {
         return asked && (outputs == Outputs::required || gradient.present());
     };
@@ -769,7 +796,7 @@ CheckedCall check_backward(const BackwardArgs &args, const Options &options, Out
         gradients.push_back({&args.grad_attention_weights, "grad_attention_weights"});
     }
     check_device_tensors(args, call);
-    std::vector<Named> inputs = shared_inputs(args);
+    NamedList inputs = shared_inputs(args);
     inputs.push_back({&args.grad_output, "grad_output"});
     check_disjoint(gradients, inputs);
     return call;

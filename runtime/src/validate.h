@@ -4,6 +4,8 @@
 
 #include <msda/msda.hpp>
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -17,9 +19,31 @@ namespace msda::detail {
 
 // spatial_shapes and level_start_index as the generated code reads them:
 // int32, shapes as (H, W) pairs.
+// A level table's column: up to kInline entries in the object itself (the
+// checks of a call with up to 64 levels allocate nothing: Plan's promise),
+// more on the heap.
+class LevelColumn {
+public:
+    static constexpr std::size_t kInline = 128;
+    void resize(std::size_t n) {
+        size_ = n;
+        if (n > kInline) heap_.resize(n);
+    }
+    std::size_t size() const { return size_; }
+    std::int32_t *data() { return size_ > kInline ? heap_.data() : inline_.data(); }
+    const std::int32_t *data() const { return size_ > kInline ? heap_.data() : inline_.data(); }
+    std::int32_t &operator[](std::size_t i) { return data()[i]; }
+    std::int32_t operator[](std::size_t i) const { return data()[i]; }
+
+private:
+    std::array<std::int32_t, kInline> inline_{};
+    std::vector<std::int32_t> heap_;
+    std::size_t size_ = 0;
+};
+
 struct LevelTable {
-    std::vector<std::int32_t> shapes;  // 2 * N_l: H_0, W_0, H_1, W_1, ...
-    std::vector<std::int32_t> starts;  // N_l
+    LevelColumn shapes;  // 2 * N_l: H_0, W_0, H_1, W_1, ...
+    LevelColumn starts;  // N_l
 };
 
 struct CheckedCall {

@@ -236,6 +236,12 @@ struct ProblemSize {
 // A plan for Device::opencl keeps the device buffers its calls on host
 // tensors copy them into, and reuses them call after call (copies of a plan
 // share them); they are released with the last copy.
+// On the CPU a plan's calls allocate no heap memory once warm: the generated
+// code's scratch blocks (a few per task, tens of KiB) are kept in a
+// process-wide pool and reused. With set_num_threads(1) only the first
+// forward and the first backward of given sizes allocate; with more
+// threads a call allocates only when more of its tasks run at once than in
+// any call before (tests/test_plan_allocations.cpp counts them).
 class Plan {
 public:
     Plan(const ProblemSize &size, const Options &options = {});
@@ -281,7 +287,8 @@ SampleOrder sample_order(const BackwardArgs &args, const Options &options = {});
 
 // The bytes the one-shot calls' cache holds now (0 when it holds none or its
 // block is lent out), and a way to free it (it is reallocated by the next
-// one-shot call that needs a workspace).
+// one-shot call that needs a workspace). release_cached_workspace also frees
+// the generated code's kept scratch blocks (see Plan).
 std::size_t cached_workspace_bytes();
 void release_cached_workspace();
 
