@@ -102,8 +102,15 @@ public:
 
     void forward() override {
         const Inputs in(problem_);
-        const auto [queries, heads, channels, levels, points, value_length, column_stride, tasks] = in.sizes;
-        const auto [value, sampling_locations, attention_weights, spatial_shapes, level_start_index] = in.tensors;
+        // Plain locals, not structured bindings: clang 14 cannot capture
+        // those in an OpenMP region.
+        const std::int64_t queries = in.sizes.queries, heads = in.sizes.heads, channels = in.sizes.channels,
+                           levels = in.sizes.levels, points = in.sizes.points, value_length = in.sizes.value_length,
+                           column_stride = in.sizes.column_stride, tasks = in.sizes.tasks;
+        const float *const value = in.tensors.value, *const sampling_locations = in.tensors.sampling_locations,
+                           *const attention_weights = in.tensors.attention_weights;
+        const std::int32_t *const spatial_shapes = in.tensors.spatial_shapes,
+                           *const level_start_index = in.tensors.level_start_index;
         float *const output = output_.data();
 
 #pragma omp parallel for schedule(static) num_threads(threads_)
@@ -150,8 +157,15 @@ public:
 
     void backward() override {
         const Inputs in(problem_);
-        const auto [queries, heads, channels, levels, points, value_length, column_stride, tasks] = in.sizes;
-        const auto [value, sampling_locations, attention_weights, spatial_shapes, level_start_index] = in.tensors;
+        // Plain locals, not structured bindings: clang 14 cannot capture
+        // those in an OpenMP region.
+        const std::int64_t queries = in.sizes.queries, heads = in.sizes.heads, channels = in.sizes.channels,
+                           levels = in.sizes.levels, points = in.sizes.points, value_length = in.sizes.value_length,
+                           column_stride = in.sizes.column_stride, tasks = in.sizes.tasks;
+        const float *const value = in.tensors.value, *const sampling_locations = in.tensors.sampling_locations,
+                           *const attention_weights = in.tensors.attention_weights;
+        const std::int32_t *const spatial_shapes = in.tensors.spatial_shapes,
+                           *const level_start_index = in.tensors.level_start_index;
         const float *const grad_output = problem_.grad_output.data();
         float *const grad_value = grad_value_.data();
         float *const grad_sampling_locations = grad_sampling_locations_.data();

@@ -119,8 +119,27 @@ option(MSDA_KEEP_STMT "Keep each variant's Halide statement files in build/gener
 # user_context: errors reach the calling thread's msda::Error.
 # large_buffers: 64-bit index arithmetic for tensors past 2^31 elements.
 set(MSDA_HALIDE_FEATURES user_context large_buffers)
+# A sanitizer tree (MSDA_SANITIZE) instruments the generated code too: its
+# loads and stores checked by AddressSanitizer (Halide's asan), its memory
+# accesses and the Halide runtime's thread pool seen by ThreadSanitizer
+# (tsan; the runtime gets its libraries' features). The GPU kernels
+# themselves are not instrumented (their host code is).
+# They are part of each target (not FEATURES): Halide's helper also hands
+# the runtime each library's target without its FEATURES, and one runtime
+# cannot serve targets that differ in a sanitizer.
+set(_msda_sanitizer_suffix "")
+if ("address" IN_LIST MSDA_SANITIZE)
+    set(_msda_sanitizer_suffix "-asan")
+endif ()
+if ("thread" IN_LIST MSDA_SANITIZE)
+    set(_msda_sanitizer_suffix "-tsan")
+endif ()
 
-add_halide_runtime(msda_halide_runtime TARGETS ${MSDA_CPU_TARGETS})
+set(_msda_runtime_targets "")
+foreach (target IN LISTS MSDA_CPU_TARGETS)
+    list(APPEND _msda_runtime_targets ${target}${_msda_sanitizer_suffix})
+endforeach ()
+add_halide_runtime(msda_halide_runtime TARGETS ${_msda_runtime_targets})
 
 # The variants the runtime can dispatch to; msda_variants.h lists them.
 set_property(GLOBAL PROPERTY MSDA_VARIANTS "")
@@ -161,6 +180,9 @@ function(msda_add_variant NAME)
         set(targets ${MSDA_CPU_TARGETS})
     else ()
         message(FATAL_ERROR "msda_add_variant(${NAME}): FAMILY ${ARG_FAMILY} is neither ${MSDA_CPU_FAMILY}, opencl nor cuda")
+    endif ()
+    if (_msda_sanitizer_suffix)
+        list(TRANSFORM targets APPEND "${_msda_sanitizer_suffix}")
     endif ()
     if (ARG_GPU_FEATURES)
         if (ARG_FAMILY STREQUAL MSDA_CPU_FAMILY)

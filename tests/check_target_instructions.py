@@ -94,11 +94,17 @@ def target_lists(msda):
 
 
 def object_target(path, targets):
-    """The Halide target of a generated object, from its file name."""
+    """The Halide target of a generated object, from its file name (a library
+    built for one target, as in a sanitizer tree, names none: its objects are
+    that target's). A sanitizer's feature in the name is not part of the
+    tier's target."""
+    if len(targets) == 1:
+        return next(iter(targets))
     match = re.search(r"-(x86-64-linux.*?)-user_context", path.name)
-    if not match or match.group(1) not in targets:
+    name = re.sub(r"-(asan|tsan)$", "", match.group(1)) if match else None
+    if name not in targets:
         raise SystemExit(f"{path}: no compiled target in its name (known: {', '.join(targets)})")
-    return match.group(1)
+    return name
 
 
 def main():

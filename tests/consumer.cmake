@@ -14,6 +14,8 @@ add_test(NAME consumer_find_package
         -D NM=${CMAKE_NM}
         -D TORCH=$<TARGET_EXISTS:msda_torch>
         -D TORCH_PYTHON=$<$<TARGET_EXISTS:msda_torch>:${MSDA_TORCH_PYTHON}>
+        "-D SANITIZE=${MSDA_SANITIZE}"
+        -D SANITIZER_PRELOAD=${MSDA_SANITIZER_PRELOAD}
         -P ${CMAKE_CURRENT_SOURCE_DIR}/consumer/run_consumer.cmake)
 set_tests_properties(consumer_find_package PROPERTIES LABELS core TIMEOUT 600)
 msda_add_test(test_c_api_layouts core test_c_api_layouts.cpp)

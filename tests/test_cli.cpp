@@ -1331,6 +1331,9 @@ TEST_F(CliRejects, AnUnknownCommandIsNamed) {
 TEST_F(CliRejects, ACapAboveTheCpuNamesWhatItLacks) {
     const std::string target = expected_cli_target();
     if (target == "avx512_zen4") GTEST_SKIP() << "this CPU runs every compiled target";
+    if (msda::cpu_dispatch().targets.size() < 3) {
+        GTEST_SKIP() << "this tree has code for fewer targets than the CPU runs (a sanitizer tree's baseline alone)";
+    }
     const std::string above = target == "avx2" ? "avx512_zen4" : "avx2";
     ASSERT_EQ(setenv("MSDA_X86_TARGET", above.c_str(), 1), 0);
     const RunResult info = run({"info"});

@@ -37,6 +37,17 @@ using msda::DType;
 using msda::TensorView;
 using msda::testing::SparseMemory;
 
+// A backward call's inputs: the forward call's.
+msda::BackwardArgs backward_inputs(const msda::ForwardArgs &forward) {
+    msda::BackwardArgs backward;
+    backward.value = forward.value;
+    backward.spatial_shapes = forward.spatial_shapes;
+    backward.level_start_index = forward.level_start_index;
+    backward.sampling_locations = forward.sampling_locations;
+    backward.attention_weights = forward.attention_weights;
+    return backward;
+}
+
 struct Level {
     std::int64_t height, width, start;
 };
@@ -158,12 +169,7 @@ TEST_F(HugeValue, ForwardAndBackwardReadAndWritePastElement2To31) {
     forward.output = TensorView::contiguous(output.data(), DType::f32, {1, kQueries, kHeads});
     ASSERT_NO_THROW(msda::forward(forward));
 
-    msda::BackwardArgs backward;
-    backward.value = forward.value;
-    backward.spatial_shapes = forward.spatial_shapes;
-    backward.level_start_index = forward.level_start_index;
-    backward.sampling_locations = forward.sampling_locations;
-    backward.attention_weights = forward.attention_weights;
+    msda::BackwardArgs backward = backward_inputs(forward);
     backward.grad_output = TensorView::contiguous(grad_output.data(), DType::f32, {1, kQueries, kHeads});
     backward.grad_value = TensorView::contiguous(grad_value_memory.as<float>(), DType::f32, {1, length, kHeads, 1});
     backward.grad_sampling_locations = TensorView::contiguous(grad_locations.data(), DType::f32,
@@ -297,12 +303,7 @@ TEST_F(ManySamples, ForwardAndGradValueCountEverySample) {
     // grad_value: every point's pixel gets grad_output * weight = 1 from
     // each of the 2^20 queries (an exact float32 sum), the other pixels 0.
     std::vector<float> grad_output(kQueries, 1.0f), grad_value(kSide * kSide, -1.0f);
-    msda::BackwardArgs backward;
-    backward.value = forward.value;
-    backward.spatial_shapes = forward.spatial_shapes;
-    backward.level_start_index = forward.level_start_index;
-    backward.sampling_locations = forward.sampling_locations;
-    backward.attention_weights = forward.attention_weights;
+    msda::BackwardArgs backward = backward_inputs(forward);
     backward.grad_output = TensorView::contiguous(grad_output.data(), DType::f32, {1, kQueries, 1});
     backward.grad_value = TensorView::contiguous(grad_value.data(), DType::f32, {1, kSide * kSide, 1, 1});
     msda::Options options;
@@ -341,12 +342,7 @@ TEST_F(ManySamples, AFloat16GradAttentionWeightsPast2To31Elements) {
     ASSERT_NE(grad_weights_memory.as<std::uint16_t>(), nullptr) << "could not reserve the mapping";
     std::vector<std::uint16_t> output(kQueries);
     const msda::ForwardArgs forward = args(value.data(), weights.data(), output.data(), DType::f16);
-    msda::BackwardArgs backward;
-    backward.value = forward.value;
-    backward.spatial_shapes = forward.spatial_shapes;
-    backward.level_start_index = forward.level_start_index;
-    backward.sampling_locations = forward.sampling_locations;
-    backward.attention_weights = forward.attention_weights;
+    msda::BackwardArgs backward = backward_inputs(forward);
     backward.grad_output = TensorView::contiguous(grad_output.data(), DType::f16, {1, kQueries, 1});
     backward.grad_attention_weights = TensorView::contiguous(grad_weights_memory.as<std::uint16_t>(), DType::f16,
                                                              {1, kQueries, 1, 1, kPoints});

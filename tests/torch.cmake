@@ -6,28 +6,36 @@ endif ()
 
 msda_add_test(test_torch_operator torch test_torch_operator.cpp)
 target_link_libraries(test_torch_operator PRIVATE msda::torch)
+msda_uses_torch_headers(test_torch_operator)
 
 find_path(MSDA_DLPACK_INCLUDE_DIR dlpack/dlpack.h DOC "DLPack's header (Debian's libdlpack-dev)")
 if (MSDA_DLPACK_INCLUDE_DIR)
     msda_add_test(test_dlpack torch test_dlpack.cpp)
     target_include_directories(test_dlpack PRIVATE ${MSDA_DLPACK_INCLUDE_DIR})
     target_link_libraries(test_dlpack PRIVATE msda::torch)
+    msda_uses_torch_headers(test_dlpack)
 else ()
     add_test(NAME test_dlpack COMMAND ${CMAKE_COMMAND} -E echo "SKIPPED: dlpack/dlpack.h not found (apt install libdlpack-dev)")
     set_tests_properties(test_dlpack PROPERTIES LABELS torch SKIP_REGULAR_EXPRESSION "SKIPPED")
 endif ()
 
+# In a sanitizer tree Python (not instrumented) runs with AddressSanitizer's
+# runtime preloaded, its own leaks at exit not reported.
+set(_msda_python_sanitizer "")
+if (MSDA_SANITIZER_PRELOAD)
+    set(_msda_python_sanitizer ";LD_PRELOAD=${MSDA_SANITIZER_PRELOAD};ASAN_OPTIONS=detect_leaks=0")
+endif ()
 if (MSDA_TORCH_PYTHON)
     add_test(NAME torch_python COMMAND ${MSDA_TORCH_PYTHON} -m unittest -v test_msda_torch
         WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/python)
     set_tests_properties(torch_python PROPERTIES LABELS torch TIMEOUT 300
-        ENVIRONMENT "PYTHONPATH=${CMAKE_BINARY_DIR}/python;MSDA_TORCH_LIBRARY=")
+        ENVIRONMENT "PYTHONPATH=${CMAKE_BINARY_DIR}/python;MSDA_TORCH_LIBRARY=${_msda_python_sanitizer}")
     # CUDA tensors: SKIPPED where torch has no CUDA device (Debian's torch
     # has none; bench/device_check.sh runs it with PyPI's on a GPU).
     add_test(NAME torch_python_cuda COMMAND ${MSDA_TORCH_PYTHON} -m unittest -v test_msda_torch_cuda
         WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/python)
     set_tests_properties(torch_python_cuda PROPERTIES LABELS torch TIMEOUT 300
-        ENVIRONMENT "PYTHONPATH=${CMAKE_BINARY_DIR}/python;MSDA_TORCH_LIBRARY="
+        ENVIRONMENT "PYTHONPATH=${CMAKE_BINARY_DIR}/python;MSDA_TORCH_LIBRARY=${_msda_python_sanitizer}"
         SKIP_REGULAR_EXPRESSION "${MSDA_SKIP_PATTERN}")
 else ()
     add_test(NAME torch_python COMMAND ${CMAKE_COMMAND} -E echo "SKIPPED: no python3 imports torch (apt install python3-torch)")

@@ -2,10 +2,13 @@
 # exports, then builds and runs the consumer project against that prefix.
 # cmake -D MSDA_BUILD_DIR=... -D CONSUMER_SOURCE_DIR=... -D WORK_DIR=...
 #       -D GENERATOR=... -D MAKE_PROGRAM=... -D C_COMPILER=... -D CXX_COMPILER=...
-#       -D NM=... [-D TORCH=1 [-D TORCH_PYTHON=...]] -P run_consumer.cmake
+#       -D NM=... [-D TORCH=1 [-D TORCH_PYTHON=...]]
+#       [-D SANITIZE=... [-D SANITIZER_PRELOAD=...]] -P run_consumer.cmake
 # With TORCH (the build has libmsda_torch.so), the consumer also links
 # msda::torch; with TORCH_PYTHON, that Python runs the installed package
-# msda_torch.
+# msda_torch. With SANITIZE (a sanitizer tree's MSDA_SANITIZE), the consumer
+# is built with the same sanitizers (an instrumented libmsda.so needs their
+# runtime in the program), and Python runs with SANITIZER_PRELOAD preloaded.
 cmake_minimum_required(VERSION 3.20)
 
 foreach (required IN ITEMS MSDA_BUILD_DIR CONSUMER_SOURCE_DIR WORK_DIR GENERATOR)
@@ -102,6 +105,19 @@ endif ()
 if (CXX_COMPILER)
     list(APPEND configure_args -DCMAKE_CXX_COMPILER=${CXX_COMPILER})
 endif ()
+set(python_env "")
+if (SANITIZE)
+    string(REPLACE ";" "," sanitizers "${SANITIZE}")
+    # The C program links the sanitizers' C++ runtime too (libmsda is C++),
+    # and with it the C++ library that runtime needs (CMake's check of the C
+    # compiler links a C program with no libmsda).
+    list(APPEND configure_args "-DCMAKE_C_FLAGS=-fsanitize=${sanitizers}" "-DCMAKE_CXX_FLAGS=-fsanitize=${sanitizers}"
+         "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=${sanitizers} -fsanitize-link-c++-runtime -lstdc++")
+    if (SANITIZER_PRELOAD)
+        # Python itself is not instrumented, and keeps its objects at exit.
+        set(python_env LD_PRELOAD=${SANITIZER_PRELOAD} ASAN_OPTIONS=detect_leaks=0)
+    endif ()
+endif ()
 run_step("configure the consumer" ${CMAKE_COMMAND} ${configure_args})
 run_step("build the consumer" ${CMAKE_COMMAND} --build ${consumer_build})
 set(programs msda_consumer_cpp msda_consumer_c)
@@ -122,10 +138,10 @@ if (TORCH_PYTHON)
     get_filename_component(package_dir ${packages} DIRECTORY)
     get_filename_component(python_path ${package_dir} DIRECTORY)
     run_step("run the installed Python package" ${CMAKE_COMMAND} -E env PYTHONPATH=${python_path} MSDA_TORCH_LIBRARY=
-        ${TORCH_PYTHON} ${CONSUMER_SOURCE_DIR}/consumer_torch.py)
+        ${python_env} ${TORCH_PYTHON} ${CONSUMER_SOURCE_DIR}/consumer_torch.py)
     message(STATUS "${step_output}")
     run_step("find where the installed package loads from" ${CMAKE_COMMAND} -E env PYTHONPATH=${python_path}
-        MSDA_TORCH_LIBRARY= ${TORCH_PYTHON} -c "print(__import__('msda_torch').LIBRARY)")
+        MSDA_TORCH_LIBRARY= ${python_env} ${TORCH_PYTHON} -c "print(__import__('msda_torch').LIBRARY)")
     file(REAL_PATH "${prefix}" real_prefix)
     string(STRIP "${step_output}" loaded)
     file(REAL_PATH "${loaded}" loaded)
