@@ -8,7 +8,7 @@
 # runs of this tree found (build-asan/fuzz/*_corpus). Anywhere else (gcc, the
 # aarch64 tree) the same targets replay their seed corpus once (label core),
 # a regression suite of the inputs fuzzing once found.
-set(MSDA_FUZZ_SECONDS 75 CACHE STRING "How long the suite's bounded run fuzzes each target, in seconds")
+set(MSDA_FUZZ_SECONDS 60 CACHE STRING "How long the suite's bounded run fuzzes each target, in seconds")
 set(_msda_fuzz_corpus ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_corpus)
 set(_msda_libfuzzer OFF)
 if ("address" IN_LIST MSDA_SANITIZE AND CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
