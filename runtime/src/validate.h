@@ -17,8 +17,6 @@ namespace msda::detail {
 
 [[noreturn]] void fail(const std::string &tensor, const std::string &what);
 
-// spatial_shapes and level_start_index as the generated code reads them:
-// int32, shapes as (H, W) pairs.
 // A level table's column: up to kInline entries in the object itself (the
 // checks of a call with up to 64 levels allocate nothing: Plan's promise),
 // more on the heap.
@@ -41,6 +39,8 @@ private:
     std::size_t size_ = 0;
 };
 
+// spatial_shapes and level_start_index as the generated code reads them:
+// int32, shapes as (H, W) pairs.
 struct LevelTable {
     LevelColumn shapes;  // 2 * N_l: H_0, W_0, H_1, W_1, ...
     LevelColumn starts;  // N_l

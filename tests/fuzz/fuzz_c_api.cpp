@@ -350,51 +350,38 @@ struct Call {
     }
 };
 
-// Canonical location data as the reference reads it: (B, N_q, N_h, N_l,
-// N_p, 2); B2QHLP holds (B, 2, N_q, ...).
-std::vector<double> canonical_locations(const Call &c) {
-    if (c.options.locations_layout == MSDA_BQHLP2) return c.location_data;
-    std::vector<double> out(c.location_data.size());
-    const std::int64_t samples = c.queries * c.heads * static_cast<std::int64_t>(c.levels.size()) * c.points;
-    for (std::int64_t b = 0; b < c.batch; ++b) {
-        for (std::int64_t s = 0; s < samples; ++s) {
-            for (int k = 0; k < 2; ++k) out[(b * samples + s) * 2 + k] = c.location_data[(b * 2 + k) * samples + s];
-        }
-    }
-    return out;
-}
+// Between the reference's canonical orders and the call's layouts, either
+// way (Direction): value is (B, L, N_h, C_h), BNLC holds (B, N_h, L, C_h);
+// locations are (B, N_q, N_h, N_l, N_p, 2), B2QHLP holds (B, 2, N_q, ...).
+enum class Direction { to_canonical, to_layout };
 
-std::vector<double> canonical_value(const Call &c, const std::vector<double> &data) {
+std::vector<double> relaid_value(const Call &c, const std::vector<double> &data, Direction direction) {
     if (c.options.value_layout == MSDA_BLNC) return data;
     std::vector<double> out(data.size());
     const std::int64_t L = c.length();
     for (std::int64_t b = 0; b < c.batch; ++b)
         for (std::int64_t h = 0; h < c.heads; ++h)
             for (std::int64_t r = 0; r < L; ++r)
-                for (std::int64_t ch = 0; ch < c.channels; ++ch)
-                    out[((b * L + r) * c.heads + h) * c.channels + ch] = data[((b * c.heads + h) * L + r) * c.channels + ch];
+                for (std::int64_t ch = 0; ch < c.channels; ++ch) {
+                    const std::int64_t canonical = ((b * L + r) * c.heads + h) * c.channels + ch;
+                    const std::int64_t laid_out = ((b * c.heads + h) * L + r) * c.channels + ch;
+                    if (direction == Direction::to_canonical) out[canonical] = data[laid_out];
+                    else out[laid_out] = data[canonical];
+                }
     return out;
 }
 
-std::vector<double> layout_value(const Call &c, const std::vector<double> &canonical) {
-    if (c.options.value_layout == MSDA_BLNC) return canonical;
-    std::vector<double> out(canonical.size());
-    const std::int64_t L = c.length();
-    for (std::int64_t b = 0; b < c.batch; ++b)
-        for (std::int64_t h = 0; h < c.heads; ++h)
-            for (std::int64_t r = 0; r < L; ++r)
-                for (std::int64_t ch = 0; ch < c.channels; ++ch)
-                    out[((b * c.heads + h) * L + r) * c.channels + ch] = canonical[((b * L + r) * c.heads + h) * c.channels + ch];
-    return out;
-}
-
-std::vector<double> layout_locations(const Call &c, const std::vector<double> &canonical) {
-    if (c.options.locations_layout == MSDA_BQHLP2) return canonical;
-    std::vector<double> out(canonical.size());
+std::vector<double> relaid_locations(const Call &c, const std::vector<double> &data, Direction direction) {
+    if (c.options.locations_layout == MSDA_BQHLP2) return data;
+    std::vector<double> out(data.size());
     const std::int64_t samples = c.queries * c.heads * static_cast<std::int64_t>(c.levels.size()) * c.points;
     for (std::int64_t b = 0; b < c.batch; ++b)
         for (std::int64_t s = 0; s < samples; ++s)
-            for (int k = 0; k < 2; ++k) out[(b * 2 + k) * samples + s] = canonical[(b * samples + s) * 2 + k];
+            for (int k = 0; k < 2; ++k) {
+                const std::int64_t canonical = (b * samples + s) * 2 + k, laid_out = (b * 2 + k) * samples + s;
+                if (direction == Direction::to_canonical) out[canonical] = data[laid_out];
+                else out[laid_out] = data[canonical];
+            }
     return out;
 }
 
@@ -717,8 +704,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
     msda::reference::Problem p;
     p.batch = c.batch, p.queries = c.queries, p.heads = c.heads, p.channels = c.channels, p.points = c.points;
     p.levels = c.levels;
-    p.value = canonical_value(c, c.value_data);
-    p.sampling_locations = canonical_locations(c);
+    p.value = relaid_value(c, c.value_data, Direction::to_canonical);
+    p.sampling_locations = relaid_locations(c, c.location_data, Direction::to_canonical);
     p.attention_weights = c.weight_data;
     p.align_corners = o.align_corners;
     p.border = o.padding_mode == MSDA_PADDING_BORDER;
@@ -768,14 +755,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
             value_size = m.value, weight_size = m.attention_weights;
         }
         if (o.grad_value) {
-            check_close("grad_value", c.grad_value, layout_value(c, value_grad), tolerance, inf_may_be_nan,
-                        layout_value(c, value_size));
+            check_close("grad_value", c.grad_value, relaid_value(c, value_grad, Direction::to_layout), tolerance, inf_may_be_nan,
+                        relaid_value(c, value_size, Direction::to_layout));
             check_gaps("grad_value", c.grad_value);
         }
         if (o.grad_sampling_locations) {
-            check_close("grad_sampling_locations", c.grad_locations, layout_locations(c, location_grad),
+            check_close("grad_sampling_locations", c.grad_locations, relaid_locations(c, location_grad, Direction::to_layout),
                         tolerance_of(locations_dtype), inf_may_be_nan,
-                        layout_locations(c, location_gradient_magnitude(c, magnitudes, grad_output_magnitude)));
+                        relaid_locations(c, location_gradient_magnitude(c, magnitudes, grad_output_magnitude), Direction::to_layout));
             check_gaps("grad_sampling_locations", c.grad_locations);
         }
         if (o.grad_attention_weights) {
