@@ -294,8 +294,21 @@ double absolute_slack = 0;
 // the float32 sum's rounding error where terms cancel (1e15 - 1e15 leaves
 // what float64 happens to keep); the tolerance is relative to the larger of
 // it and the tensor's largest result.
+//
+// An infinite result's sign is the sign of the finite factor the infinity
+// meets, and where that factor is within the tolerance of 0 (relative to
+// the magnitudes it sums) the storage type's arithmetic cannot know its
+// sign: such a result may be either infinity (README, Semantics). The
+// harness finds the factor from the references on stand-in inputs, each
+// infinity replaced by 2^300 of its sign (every finite term is then
+// negligible beside the terms the infinities are in): `stand_in` (with its
+// magnitudes) is what those give, empty where no input is infinite.
+struct StandIn {
+    std::vector<double> result, magnitude;
+};
+
 void check_close(const char *name, const Tensor &t, const std::vector<double> &expected, double tolerance,
-                 bool inf_may_be_nan, const std::vector<double> &magnitude) {
+                 bool inf_may_be_nan, const std::vector<double> &magnitude, const StandIn &stand_in) {
     double largest = 0;
     for (double x : expected) {
         if (std::isfinite(x)) largest = std::max(largest, std::abs(x));
@@ -305,9 +318,12 @@ void check_close(const char *name, const Tensor &t, const std::vector<double> &e
     for_each_element(t, [&](const std::vector<std::int64_t> &, std::int64_t offset) {
         const double m = magnitude[n];
         const double scale = std::isfinite(m) ? std::max(largest, m) : largest;
+        const bool sign_unknown = !stand_in.result.empty() &&
+                                  std::abs(stand_in.result[n]) <= tolerance * stand_in.magnitude[n];
         const double want = expected[n++], got = load(t, offset);
-        const bool ok = std::isnan(want)                           ? std::isnan(got)
-                        : std::isinf(want)                         ? got == want || (inf_may_be_nan && std::isnan(got))
+        const bool ok = std::isnan(want) ? std::isnan(got)
+                        : std::isinf(want)
+                            ? got == want || (inf_may_be_nan && std::isnan(got)) || (std::isinf(got) && sign_unknown)
                         : std::isinf(got) && std::abs(want) > edge ? (got > 0) == (want > 0)
                                                                    : std::abs(got - want) <= tolerance * scale + absolute_slack;
         if (!ok) {
@@ -729,45 +745,83 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
     };
     absolute_slack = 1e-30 + std::ldexp(1.0, -149) * largest_of(c.value_data) * largest_of(c.grad_output_data) *
                                  largest_of(c.weight_data) * 8.0 * static_cast<double>(N_l * c.points);
-    // The same problem on magnitudes (check_close's `magnitude`).
-    msda::reference::Problem magnitudes = p;
-    for (double &x : magnitudes.value) x = std::abs(x);
-    for (double &x : magnitudes.attention_weights) x = std::abs(x);
-    std::vector<double> grad_output_magnitude = c.grad_output_data;
-    for (double &x : grad_output_magnitude) x = std::abs(x);
+    // Every reference the checks need, for one problem: the results, and
+    // the results on magnitudes (check_close's `magnitude`).
+    struct References {
+        std::vector<double> output, output_size, value_grad, value_size, location_grad, location_size, weight_grad,
+            weight_size;
+    };
+    auto references_of = [&](const msda::reference::Problem &problem, const std::vector<double> &grad_output) {
+        msda::reference::Problem magnitudes = problem;
+        for (double &x : magnitudes.value) x = std::abs(x);
+        for (double &x : magnitudes.attention_weights) x = std::abs(x);
+        std::vector<double> grad_output_magnitude = grad_output;
+        for (double &x : grad_output_magnitude) x = std::abs(x);
+        References r;
+        if (!forward_refused) {
+            r.output = gka ? msda::reference::gka_forward(problem, rounding) : msda::reference::forward(problem);
+            r.output_size =
+                gka ? msda::reference::gka_forward(magnitudes, rounding) : msda::reference::forward(magnitudes);
+        }
+        if (asked && !backward_refused) {
+            if (gka) {
+                const auto g = msda::reference::gka_backward(problem, grad_output, rounding);
+                const auto m = msda::reference::gka_backward(magnitudes, grad_output_magnitude, rounding);
+                r.value_grad = g.value, r.weight_grad = g.attention_weights;
+                r.value_size = m.value, r.weight_size = m.attention_weights;
+            } else {
+                const auto g = msda::reference::backward(problem, grad_output);
+                const auto m = msda::reference::backward(magnitudes, grad_output_magnitude);
+                r.value_grad = g.value, r.location_grad = g.sampling_locations, r.weight_grad = g.attention_weights;
+                r.value_size = m.value, r.weight_size = m.attention_weights;
+                r.location_size = location_gradient_magnitude(c, magnitudes, grad_output_magnitude);
+            }
+        }
+        return r;
+    };
+    const References want = references_of(p, c.grad_output_data);
+    // The stand-in problem (check_close's StandIn): each infinity 2^300 of
+    // its sign.
+    References stand_in;
+    if (infinite) {
+        auto stand_in_for = [](std::vector<double> values) {
+            for (double &x : values) {
+                if (std::isinf(x)) x = std::copysign(std::ldexp(1.0, 300), x);
+            }
+            return values;
+        };
+        msda::reference::Problem finite = p;
+        finite.value = stand_in_for(p.value);
+        finite.attention_weights = stand_in_for(p.attention_weights);
+        stand_in = references_of(finite, stand_in_for(c.grad_output_data));
+    }
+    auto value_layout = [&](const std::vector<double> &canonical) {
+        return canonical.empty() ? canonical : relaid_value(c, canonical, Direction::to_layout);
+    };
+    auto locations_layout = [&](const std::vector<double> &canonical) {
+        return canonical.empty() ? canonical : relaid_locations(c, canonical, Direction::to_layout);
+    };
     if (!forward_refused) {
-        check_close("output", c.output, gka ? msda::reference::gka_forward(p, rounding) : msda::reference::forward(p),
-                    tolerance, inf_may_be_nan,
-                    gka ? msda::reference::gka_forward(magnitudes, rounding) : msda::reference::forward(magnitudes));
+        check_close("output", c.output, want.output, tolerance, inf_may_be_nan, want.output_size,
+                    {stand_in.output, stand_in.output_size});
         check_gaps("output", c.output);
     }
     if (asked && !backward_refused) {
-        std::vector<double> value_grad, location_grad, weight_grad, value_size, weight_size;
-        if (gka) {
-            const auto g = msda::reference::gka_backward(p, c.grad_output_data, rounding);
-            const auto m = msda::reference::gka_backward(magnitudes, grad_output_magnitude, rounding);
-            value_grad = g.value, weight_grad = g.attention_weights;
-            value_size = m.value, weight_size = m.attention_weights;
-        } else {
-            const auto g = msda::reference::backward(p, c.grad_output_data);
-            const auto m = msda::reference::backward(magnitudes, grad_output_magnitude);
-            value_grad = g.value, location_grad = g.sampling_locations, weight_grad = g.attention_weights;
-            value_size = m.value, weight_size = m.attention_weights;
-        }
         if (o.grad_value) {
-            check_close("grad_value", c.grad_value, relaid_value(c, value_grad, Direction::to_layout), tolerance, inf_may_be_nan,
-                        relaid_value(c, value_size, Direction::to_layout));
+            check_close("grad_value", c.grad_value, value_layout(want.value_grad), tolerance, inf_may_be_nan,
+                        value_layout(want.value_size),
+                        {value_layout(stand_in.value_grad), value_layout(stand_in.value_size)});
             check_gaps("grad_value", c.grad_value);
         }
         if (o.grad_sampling_locations) {
-            check_close("grad_sampling_locations", c.grad_locations, relaid_locations(c, location_grad, Direction::to_layout),
-                        tolerance_of(locations_dtype), inf_may_be_nan,
-                        relaid_locations(c, location_gradient_magnitude(c, magnitudes, grad_output_magnitude), Direction::to_layout));
+            check_close("grad_sampling_locations", c.grad_locations, locations_layout(want.location_grad),
+                        tolerance_of(locations_dtype), inf_may_be_nan, locations_layout(want.location_size),
+                        {locations_layout(stand_in.location_grad), locations_layout(stand_in.location_size)});
             check_gaps("grad_sampling_locations", c.grad_locations);
         }
         if (o.grad_attention_weights) {
-            check_close("grad_attention_weights", c.grad_weights, weight_grad, tolerance, inf_may_be_nan,
-                        weight_size);
+            check_close("grad_attention_weights", c.grad_weights, want.weight_grad, tolerance, inf_may_be_nan,
+                        want.weight_size, {stand_in.weight_grad, stand_in.weight_size});
             check_gaps("grad_attention_weights", c.grad_weights);
         }
     }
