@@ -1,16 +1,20 @@
 // The caches the run-time policies size against (runtime/src/cpu_caches.h):
 // sysfs' size strings, whole and partial cache descriptions written here as
-// sysfs lays them out, and what this machine's description gives.
+// sysfs lays them out, what this machine's description (or MSDA_CPU_CACHES')
+// gives, and the policies' boundaries (policy.h) on recorded cores.
 #include <gtest/gtest.h>
 
 #include <msda/msda.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <unistd.h>
 
 #include "cpu_caches.h"
+#include "policy.h"
 
 namespace {
 
@@ -78,15 +82,82 @@ TEST_F(FakeSysfs, WhatIsNotDescribedTakesTheDefaults) {
     EXPECT_NE(none.source.find("48 KiB L1d, 2 MiB L2"), std::string::npos) << none.source;
 }
 
-// What cpu_dispatch reports is this machine's description, read the same way.
+// What cpu_dispatch reports is this machine's description (or the one
+// MSDA_CPU_CACHES names), read the same way.
 TEST(CpuCaches, ThisMachinesAreReported) {
+    const char *emulated = std::getenv("MSDA_CPU_CACHES");
+    EXPECT_EQ(msda::detail::cpu_caches_directory(), emulated != nullptr && *emulated != '\0'
+                                                         ? std::string(emulated)
+                                                         : std::string("/sys/devices/system/cpu/cpu0/cache"));
     const msda::CpuDispatch dispatch = msda::cpu_dispatch();
-    const msda::detail::CpuCaches caches = read_cpu_caches("/sys/devices/system/cpu/cpu0/cache");
+    const msda::detail::CpuCaches caches = read_cpu_caches(msda::detail::cpu_caches_directory());
     EXPECT_EQ(dispatch.l1_data_cache_bytes, caches.l1_data);
     EXPECT_EQ(dispatch.l2_cache_bytes, caches.l2);
     EXPECT_EQ(dispatch.caches, caches.source);
     EXPECT_GE(dispatch.l1_data_cache_bytes, 4 << 10);
     EXPECT_GE(dispatch.l2_cache_bytes, dispatch.l1_data_cache_bytes);
+}
+
+// The recorded cores (tests/cpu_caches/README.md): what each folder
+// describes, and where the automatic policies' boundaries (policy.h) fall
+// on it, worked out here by hand.
+struct RecordedCore {
+    const char *folder;
+    std::int64_t l1_data, l2;
+    // A float32 level of 32 channels is 128 bytes a pixel: the most pixels
+    // its largest level may have and still walk by level (half the L2).
+    std::int64_t by_level_pixels;
+};
+const RecordedCore kRecordedCores[] = {
+    {"zen3-epyc-kvm", 32 << 10, 512 << 10, 2048},
+    {"zen4-epyc-9654", 32 << 10, 1 << 20, 4096},
+    {"xeon-kvm-spr-class", 48 << 10, 2 << 20, 8192},
+    {"neoverse-n1-graviton2", 64 << 10, 1 << 20, 4096},
+    {"cortex-a76-bcm2712", 64 << 10, 512 << 10, 2048},
+};
+
+std::string recorded(const char *folder) { return std::string(MSDA_RECORDED_CACHES_DIR) + "/" + folder; }
+
+TEST(RecordedCaches, AreReadAsTheirCoresDescribeThem) {
+    for (const RecordedCore &core : kRecordedCores) {
+        SCOPED_TRACE(core.folder);
+        const msda::detail::CpuCaches caches = read_cpu_caches(recorded(core.folder));
+        EXPECT_EQ(caches.l1_data, core.l1_data);
+        EXPECT_EQ(caches.l2, core.l2);
+        EXPECT_EQ(caches.source, recorded(core.folder));
+    }
+    // Every recorded folder is in the table above.
+    std::size_t folders = 0;
+    for (const auto &entry : std::filesystem::directory_iterator(MSDA_RECORDED_CACHES_DIR)) {
+        folders += entry.is_directory() ? 1 : 0;
+    }
+    EXPECT_EQ(folders, std::size(kRecordedCores));
+}
+
+TEST(RecordedCaches, SampleOrderBoundary) {
+    using msda::detail::policy::level_outgrows_by_level_walk;
+    for (const RecordedCore &core : kRecordedCores) {
+        SCOPED_TRACE(core.folder);
+        const std::int64_t l2 = read_cpu_caches(recorded(core.folder)).l2;
+        const std::int64_t pixels = core.by_level_pixels;
+        EXPECT_FALSE(level_outgrows_by_level_walk(pixels, 32, 4, l2));
+        EXPECT_TRUE(level_outgrows_by_level_walk(pixels + 1, 32, 4, l2));
+        // Half precision: twice the pixels; 64 channels: half of them.
+        EXPECT_FALSE(level_outgrows_by_level_walk(2 * pixels, 32, 2, l2));
+        EXPECT_TRUE(level_outgrows_by_level_walk(2 * pixels + 1, 32, 2, l2));
+        EXPECT_FALSE(level_outgrows_by_level_walk(pixels / 2, 64, 4, l2));
+        EXPECT_TRUE(level_outgrows_by_level_walk(pixels / 2 + 1, 64, 4, l2));
+    }
+}
+
+TEST(RecordedCaches, RelayoutBoundary) {
+    using msda::detail::policy::value_outgrows_l2;
+    for (const RecordedCore &core : kRecordedCores) {
+        SCOPED_TRACE(core.folder);
+        const std::int64_t l2 = read_cpu_caches(recorded(core.folder)).l2;
+        EXPECT_FALSE(value_outgrows_l2(core.l2, l2));
+        EXPECT_TRUE(value_outgrows_l2(core.l2 + 1, l2));
+    }
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 // levels are large and the queries' samples cluster.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -20,6 +21,7 @@
 
 #include "c_api_views.h"
 #include "core_grid.h"
+#include "policy.h"
 #include "test_util.h"
 
 namespace {
@@ -172,14 +174,29 @@ ProblemSpec detr_like(std::int64_t queries = 64) {
     return spec;
 }
 
-// A problem whose largest level holds more than 1 MiB of one head's value
-// (96 x 96 x 32 float32: 1.1 MiB), where automatic may take by_query.
+// The running CPU's L2 (msda::cpu_dispatch(): sysfs, or MSDA_CPU_CACHES).
+std::int64_t l2_bytes() { return msda::cpu_dispatch().l2_cache_bytes; }
+
+// Whether automatic's by-level limit (policy.h, the dispatch's own
+// definition) lets a problem's largest level, float32 and 32 channels, walk
+// by query on this CPU.
+bool outgrows_by_level_walk(const ProblemSpec &spec) {
+    std::int64_t largest = 0;
+    for (const msda::reference::Level &level : spec.levels) largest = std::max(largest, level.height * level.width);
+    return msda::detail::policy::level_outgrows_by_level_walk(largest, spec.channels, 4, l2_bytes());
+}
+
+// A problem whose largest level holds more than half a core's L2 of one
+// head's value (96 x 96 x 32 float32, 1.1 MiB, on cores of up to 2 MiB of
+// L2; larger squares on larger ones), where automatic may take by_query.
 ProblemSpec large_levels() {
     ProblemSpec spec = detr_like();
     spec.name = "large_levels";
     spec.batch = 1;
     spec.heads = 2;
-    spec.levels = {{96, 96}, {48, 48}, {24, 24}, {12, 12}};
+    std::int64_t side = 96;
+    while (side * side * spec.channels * 4 <= msda::detail::policy::by_level_slice_limit(l2_bytes())) side += 16;
+    spec.levels = {{side, side}, {side / 2, side / 2}, {side / 4, side / 4}, {side / 8, side / 8}};
     return spec;
 }
 
@@ -241,6 +258,7 @@ TEST(AutomaticSampleOrder, SmallClusteredLevelsKeepTheByLevelBits) {
     LibraryTensors automatic(data), level_walk(data);
     automatic.sampling_locations.set_canonical(locations);
     level_walk.sampling_locations.set_canonical(locations);
+    ASSERT_FALSE(outgrows_by_level_walk(spec)) << "a core of " << l2_bytes() << " bytes of L2";
     EXPECT_EQ(msda::sample_order(automatic.backward_args()), SampleOrder::by_level);
     ASSERT_NO_THROW(run_both(automatic, {}));
     ASSERT_NO_THROW(run_both(level_walk, with_order({}, SampleOrder::by_level)));
@@ -280,17 +298,23 @@ TEST(AutomaticSampleOrder, NonFiniteLocationsAreNotClustered) {
 }
 
 // Clustered samples on levels of at most half a core's L2 a head (the
-// running CPU's, msda::cpu_dispatch(); DETR-like's 24 x 32 largest level:
-// 96 KiB) stay by_level; one row of 91 more is by_query (with a 2 MiB L2:
-// 90 x 91 x 32 float32 is 1023.75 KiB, 91 x 91 1035 KiB).
+// running CPU's, msda::cpu_dispatch(), against policy.h's limit, the one
+// the dispatch decides with; DETR-like's 24 x 32 largest level: 96 KiB)
+// stay by_level; one row of 91 more is by_query (with a 2 MiB L2: 90 x 91 x
+// 32 float32 is 1023.75 KiB, 91 x 91 1035 KiB). Whatever the L2, the rows
+// of 91 pixels are the largest level: the others are a half, a quarter and
+// an eighth of it (a 512 KiB L2 took 48 x 48 of a fixed pyramid past the
+// limit before level 0 was).
 TEST(AutomaticSampleOrder, SmallLevelsStayByLevel) {
-    const std::int64_t half_l2 = msda::cpu_dispatch().l2_cache_bytes / 2;
-    const std::int64_t fitting = half_l2 / (91 * 32 * 4);  // rows of 91 pixels that fit
+    const std::int64_t limit = msda::detail::policy::by_level_slice_limit(l2_bytes());
+    const std::int64_t fitting = limit / (91 * 32 * 4);  // rows of 91 pixels that fit
+    ASSERT_GE(fitting, 8) << "a core of " << l2_bytes() << " bytes of L2";
     for (std::int64_t height : {std::int64_t{0}, fitting, fitting + 1}) {
         ProblemSpec spec = height == 0 ? detr_like() : large_levels();
-        if (height > 0) spec.levels[0] = {height, 91};
+        if (height > 0) spec.levels = {{height, 91}, {height / 2, 45}, {height / 4, 22}, {height / 8, 11}};
         spec.queries = 16;
         SCOPED_TRACE(spec.levels[0].height);
+        EXPECT_EQ(outgrows_by_level_walk(spec), height == fitting + 1);
         const ProblemData data(spec);
         LibraryTensors tensors(data);
         tensors.sampling_locations.set_canonical(clustered_locations(spec, 4.0, 14));

@@ -1,6 +1,7 @@
 #include "cpu_caches.h"
 
 #include <cctype>
+#include <cstdlib>
 #include <fstream>
 
 namespace msda::detail {
@@ -72,8 +73,13 @@ CpuCaches read_cpu_caches(const std::string &directory) {
     return caches;
 }
 
+std::string cpu_caches_directory() {
+    const char *emulated = std::getenv("MSDA_CPU_CACHES");
+    return emulated != nullptr && *emulated != '\0' ? emulated : "/sys/devices/system/cpu/cpu0/cache";
+}
+
 const CpuCaches &cpu_caches() {
-    static const CpuCaches caches = read_cpu_caches("/sys/devices/system/cpu/cpu0/cache");
+    static const CpuCaches caches = read_cpu_caches(cpu_caches_directory());
     return caches;
 }
 

@@ -1,8 +1,11 @@
 // The caches of one core of the CPU that runs the code, which the run-time
 // policies size their working sets against (Options::relayout's automatic
-// copy, Options::sample_order's automatic walk): Linux's sysfs description
-// of cpu0's caches, read once; where it cannot be read, the sizes the
-// policies were measured with (48 KiB L1d, 2 MiB L2).
+// copy, Options::sample_order's automatic walk; policy.h): Linux's sysfs
+// description of cpu0's caches, read once; where it cannot be read, the
+// sizes the policies were measured with (48 KiB L1d, 2 MiB L2).
+// MSDA_CPU_CACHES, where set, names a directory laid out as sysfs'
+// cpu/cpuN/cache to read instead: the policies then decide as on the CPU it
+// describes (the tests emulate recorded CPUs with it, tests/cpu_caches/).
 #pragma once
 
 #include <cstdint>
@@ -18,7 +21,11 @@ struct CpuCaches {
     std::string source;        // where the sizes came from
 };
 
-// This process's CPU (cpu0), read once.
+// The directory cpu_caches() reads: MSDA_CPU_CACHES where set and not
+// empty, else /sys/devices/system/cpu/cpu0/cache.
+std::string cpu_caches_directory();
+
+// This process's CPU (cpu0, or what MSDA_CPU_CACHES describes), read once.
 const CpuCaches &cpu_caches();
 
 // The caches described under `directory` (sysfs' cpu/cpuN/cache: index*/

@@ -15,6 +15,7 @@
 #include "cpu_caches.h"
 #include "cpu_dispatch.h"
 #include "opencl.h"
+#include "policy.h"
 #include "scratch.h"
 #include "msda_variants.h"
 
@@ -782,8 +783,7 @@ bool stages_value(const ProblemSize &size, const Options &options) {
                                static_cast<std::int64_t>(dtype_size(size.dtype));
     // Validated sizes: each factor fits 32 bits, so the product fits 64.
     const std::int64_t samples_per_head = size.queries * size.levels * size.points;
-    // A value that fits a core's L2 is read from there whatever its layout.
-    return bytes > cpu_caches().l2 && samples_per_head >= 4 * size.value_length;
+    return policy::value_outgrows_l2(bytes, cpu_caches().l2) && samples_per_head >= 4 * size.value_length;
 }
 
 }  // namespace
@@ -905,18 +905,15 @@ bool chooses_by_query(const TensorView &locations, const Options &options, const
     if (options.sample_order == SampleOrder::by_query) return true;
     if (options.sample_order == SampleOrder::by_level) return false;
     if (any_level_size) return queries_sample_neighbourhoods(locations, checked.size, checked.levels);
-    // by_level keeps one level of one head as the working set; where every
-    // level's slice of a head fits in half a core's L2, that beats by_query
-    // even for clustered samples (G: 60 x 40 levels, 2 MiB L2).
-    const std::int64_t slice_limit = cpu_caches().l2 / 2;
     std::int64_t largest_level = 0;
     for (std::size_t l = 0; l < checked.levels.starts.size(); l++) {
         largest_level = std::max<std::int64_t>(
             largest_level, std::int64_t{checked.levels.shapes[2 * l]} * checked.levels.shapes[2 * l + 1]);
     }
-    const std::int64_t slice_bytes =
-        largest_level * checked.size.channels * static_cast<std::int64_t>(dtype_size(checked.size.dtype));
-    return slice_bytes > slice_limit && queries_sample_neighbourhoods(locations, checked.size, checked.levels);
+    return policy::level_outgrows_by_level_walk(largest_level, checked.size.channels,
+                                                static_cast<std::int64_t>(dtype_size(checked.size.dtype)),
+                                                cpu_caches().l2) &&
+           queries_sample_neighbourhoods(locations, checked.size, checked.levels);
 }
 
 // Whether a call served by this by-query variant (null: none) walks by
