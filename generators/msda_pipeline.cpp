@@ -238,17 +238,22 @@ struct Contribution {
 // weight (sample_geometry), so every counting sample adds exactly a * w * g
 // to the rows of its inside corners; a sample that does not count adds
 // nothing (not 0 * g, which a non-finite g would turn into NaN).
-// promise_query: the query is promised to lie in [0, N_q - 1], which it
-// does; a domain with a predicate (the sums that skip samples rather than
-// add 0) is otherwise bounded by its schedule's split, rounded up, and the
-// pipeline would ask for more queries than its inputs hold.
+// promise_bounds: the query is promised to lie in [0, N_q - 1] and the
+// channel in [0, C_h - 1], which they do. Halide bounds the reads of a
+// domain with a predicate (the sums that skip samples rather than add 0) by
+// its schedule's splits, rounded up, whatever their GuardWithIf guards:
+// without the promises the pipeline would ask for more queries, and (where
+// the predicate reads grad_output, as the fixed-point sums' does) more
+// channels of a head, than its inputs hold, and fail its bounds check. The
+// guards keep every read inside them at run time.
 Contribution contribution_of(const GradValuePipeline &f, const MsdaInputs &in, const RDom &scatter,
-                             bool promise_query = false) {
+                             bool promise_bounds = false) {
     const MsdaVars &v = f.vars;
     Expr corner = scatter[0], p = scatter[1], l = scatter[2], q = scatter[3];
     const CornerEntry corners{f.corners, f.layout, {p, l, v.h, q, v.b}};
-    Expr g_query = promise_query ? unsafe_promise_clamped(q, 0, in.queries - 1) : q;
-    return {corners.row(corner, in), corners.weight(corner) * f.grad_rows(v.c, v.h, g_query, v.b),
+    Expr g_query = promise_bounds ? unsafe_promise_clamped(q, 0, in.queries - 1) : q;
+    Expr g_channel = promise_bounds ? unsafe_promise_clamped(v.c, 0, in.channels - 1) : Expr(v.c);
+    return {corners.row(corner, in), corners.weight(corner) * f.grad_rows(g_channel, v.h, g_query, v.b),
             algebra::sample_counts(corners.mask())};
 }
 

@@ -29,9 +29,9 @@ struct Shape {
 };
 
 // Every C_h of the brief (32 and 64 run compile-time-specialised code, the
-// rest the generic code), levels with H or W = 1, 6 and 17 levels, up to 18
-// points, N_q in {0, 1, 300}, B in {0, 1, 3}, and padded strides on the
-// outer dimensions of every tensor.
+// rest the generic code), single heads of C_h 1, 3, 17, 71 and 1025, levels
+// with H or W = 1, 6 and 17 levels, up to 18 points, N_q in {0, 1, 300}, B
+// in {0, 1, 3}, and padded strides on the outer dimensions of every tensor.
 inline const std::vector<Shape> &shapes() {
     // clang-format off
     static const std::vector<Shape> all = {
@@ -53,6 +53,13 @@ inline const std::vector<Shape> &shapes() {
         {"c32_no_queries", 2, 0, 2, 32, 4, {{4, 4}, {2, 2}}, 0},
         {"c8_no_batch", 0, 10, 2, 8, 2, {{3, 3}}, 0},
         {"c3_nothing", 0, 0, 1, 3, 1, {{2, 2}}, 0},
+        // One head whose C_h is a multiple of no tile (the GPU family's
+        // blocks of 32 channels read past the last channel here, where no
+        // next head's channels lie beyond it), many levels and points.
+        {"c3_one_head_l7p9", 2, 9, 1, 3, 9, {{3, 4}, {1, 6}, {5, 1}, {2, 2}, {1, 1}, {4, 3}, {2, 5}}, 1},
+        {"c17_one_head_l5p6", 1, 13, 1, 17, 6, {{6, 5}, {3, 3}, {2, 1}, {1, 2}, {1, 1}}, 0},
+        {"c71_one_head_padded", 2, 21, 1, 71, 5, {{5, 4}, {3, 2}, {1, 3}, {2, 2}}, 2},
+        {"c1025_one_head", 1, 6, 1, 1025, 3, {{3, 3}, {2, 1}, {1, 2}}, 0},
     };
     // clang-format on
     return all;
@@ -222,6 +229,41 @@ inline void expect_fixed_point_sums_hold(msda::Device device) {
         ASSERT_NO_THROW(msda::forward(tensors.forward_args(), data.spec.options));
         ASSERT_NO_THROW(msda::backward(tensors.backward_args(), data.spec.options));
         expect_matches_reference(data, canonical_results(tensors));
+    }
+}
+
+// One head of a C_h that is a multiple of no tile of the GPU family's (1,
+// 3, 17, 71, 1025), through both value layouts, both locations layouts,
+// align_corners and both padding modes, on `device` with grad_value summed
+// `deterministic`ally or by atomics: the reference's results, nothing
+// written outside the views. (grad_value's fixed-point sums asked for a
+// whole block of 32 channels past a lone head's last one, and failed
+// Halide's bounds check.)
+inline void expect_lone_heads_hold(msda::Device device, bool deterministic) {
+    for (const std::int64_t channels : {1, 3, 17, 71, 1025}) {
+        for (const int combination : {0, 1 | 4, 2 | 8, 1 | 2 | 4 | 8}) {
+            ProblemSpec spec;
+            spec.name = "lone_head_c" + std::to_string(channels);
+            spec.batch = 2;
+            spec.queries = 9;
+            spec.heads = 1;
+            spec.channels = channels;
+            spec.points = 3;
+            spec.levels = {{4, 5}, {2, 3}, {1, 1}};
+            spec.padding = 1;
+            spec.locations = combination % 2 ? Locations::outside : Locations::inside;
+            spec.options = options_for(combination);
+            spec.options.device = device;
+            spec.options.deterministic = deterministic;
+            spec.seed = static_cast<std::uint64_t>(500 + 16 * channels + combination);
+            const ProblemData data(spec);
+            SCOPED_TRACE(data.spec.describe() + (deterministic ? " deterministic" : " atomic"));
+            LibraryTensors tensors(data);
+            ASSERT_NO_THROW(msda::forward(tensors.forward_args(), data.spec.options));
+            ASSERT_NO_THROW(msda::backward(tensors.backward_args(), data.spec.options));
+            expect_matches_reference(data, canonical_results(tensors));
+            expect_nothing_written_outside_views(tensors);
+        }
     }
 }
 

@@ -51,6 +51,13 @@ TEST(Cuda, BothBackwardModesMatchTheReference) {
     }
 }
 
+// A lone head's channels, in both grad_value modes.
+TEST(Cuda, LoneHeadsHoldInBothBackwardModes) {
+    MSDA_REQUIRE_CUDA();
+    msda::testing::expect_lone_heads_hold(msda::Device::cuda, true);
+    msda::testing::expect_lone_heads_hold(msda::Device::cuda, false);
+}
+
 TEST(Cuda, TheDefaultBackwardIsBitwiseReproducible) {
     MSDA_REQUIRE_CUDA();
     const ProblemData data(colliding());

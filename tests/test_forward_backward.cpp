@@ -123,8 +123,18 @@ TEST(ForwardBackwardGridCoverage, EveryAxisValueAppears) {
         }
         return false;
     };
-    for (std::int64_t channels : {1, 3, 8, 17, 32, 64, 256}) {
+    for (std::int64_t channels : {1, 3, 8, 17, 32, 64, 256, 71, 1025}) {
         EXPECT_TRUE(has([&](const ProblemSpec &s) { return s.channels == channels; })) << "C_h " << channels;
+    }
+    // A single head of a C_h that is a multiple of no tile, in both value
+    // layouts, with samples (the GPU family's over-read of a head's
+    // channels showed only there).
+    for (std::int64_t channels : {1, 3, 17, 71, 1025}) {
+        for (msda::ValueLayout layout : {msda::ValueLayout::BLNC, msda::ValueLayout::BNLC}) {
+            EXPECT_TRUE(has([&](const ProblemSpec &s) {
+                return s.heads == 1 && s.channels == channels && s.samples() > 0 && s.options.value_layout == layout;
+            })) << "one head of C_h " << channels << ", value " << (layout == msda::ValueLayout::BLNC ? "BLNC" : "BNLC");
+        }
     }
     for (std::int64_t queries : {0, 1, 300}) {
         EXPECT_TRUE(has([&](const ProblemSpec &s) { return s.queries == queries; })) << "N_q " << queries;

@@ -67,6 +67,18 @@ TEST(OpenCl, AtomicBackwardMatchesTheReference) {
     }
 }
 
+// A lone head's channels, in every grad_value mode: fixed point (the
+// default), float atomics, and the serial scatter of devices without 64-bit
+// integer atomics.
+TEST(OpenCl, LoneHeadsHoldInEveryBackwardMode) {
+    MSDA_REQUIRE_OPENCL();
+    msda::testing::expect_lone_heads_hold(msda::Device::opencl, true);
+    msda::testing::expect_lone_heads_hold(msda::Device::opencl, false);
+    msda::detail::opencl::pretend_no_int64_atomics(true);
+    msda::testing::expect_lone_heads_hold(msda::Device::opencl, true);
+    msda::detail::opencl::pretend_no_int64_atomics(false);
+}
+
 // A plan for Device::opencl keeps the device buffers of its calls on host
 // tensors and reuses them: each call's results, with whatever an earlier
 // call left in those buffers, are the one-shot call's bits, and the
