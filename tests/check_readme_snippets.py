@@ -1,11 +1,13 @@
 """The README's code that says where it comes from is that code.
 
-A fenced block in README.md that follows a line
+A fenced block in README.md or in docs/*.md that follows a line
     <!-- from: PATH -->
 must be in PATH (relative to the repository): its lines, stripped of
 leading and trailing blanks, must be lines of PATH in the same order, each
 after the one before (other lines may lie between them). PATH is built,
-run and checked by the test suite, so what the README shows runs."""
+run and checked by the test suite, so what the README shows runs. The
+README must hold at least one such snippet of C++ (a .cpp file) and one of
+Python (a .py file): its two examples."""
 
 import argparse
 import pathlib
@@ -34,20 +36,18 @@ def snippets(readme):
         i = end + 1
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--root", required=True, type=pathlib.Path)
-    arguments = parser.parse_args()
-    readme = arguments.root / "README.md"
-    failures, count = [], 0
-    for path, line_number, block in snippets(readme):
-        count += 1
+def check(root, document, failures):
+    """Checks document's marked snippets; returns the paths they come from."""
+    name = document.relative_to(root).as_posix()
+    paths = []
+    for path, line_number, block in snippets(document):
+        paths.append(path)
         if block is None:
-            failures.append(f"README.md:{line_number}: a from: mark ({path}) not followed by a fenced block")
+            failures.append(f"{name}:{line_number}: a from: mark ({path}) not followed by a fenced block")
             continue
-        source = arguments.root / path
+        source = root / path
         if not source.is_file():
-            failures.append(f"README.md:{line_number}: {path} does not exist")
+            failures.append(f"{name}:{line_number}: {path} does not exist")
             continue
         source_lines = [line.strip() for line in source.read_text().splitlines()]
         at = 0
@@ -58,13 +58,27 @@ def main():
             try:
                 at = source_lines.index(wanted, at) + 1
             except ValueError:
-                failures.append(f"README.md:{line_number + offset}: not in {path} (in order): {wanted}")
+                failures.append(f"{name}:{line_number + offset}: not in {path} (in order): {wanted}")
                 break
-    if count == 0:
-        failures.append("README.md has no checked snippets (<!-- from: PATH --> marks)")
+    return paths
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--root", required=True, type=pathlib.Path)
+    arguments = parser.parse_args()
+    root = arguments.root
+    failures = []
+    readme_paths = check(root, root / "README.md", failures)
+    count = len(readme_paths)
+    for document in sorted((root / "docs").glob("*.md")):
+        count += len(check(root, document, failures))
+    for suffix, kind in ((".cpp", "C++"), (".py", "Python")):
+        if not any(path.endswith(suffix) for path in readme_paths):
+            failures.append(f"README.md has no checked {kind} snippet (<!-- from: PATH{suffix} --> mark)")
     for failure in failures:
         print(failure)
-    print(f"{count} README snippets checked, {len(failures)} failures")
+    print(f"{count} snippets checked (README.md and docs/*.md), {len(failures)} failures")
     return 1 if failures else 0
 
 
