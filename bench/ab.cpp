@@ -9,8 +9,13 @@
 //
 //   msda_ab LIB_A LIB_B [--shape M0] [--distribution local] [--op forward]
 //           [--sample-order automatic] [--rounds 10] [--threads 2] [--require-identical]
+//           [--plan] [--calls 1]
 // --sample-order sets Options::sample_order on both sides (a library
-// older than that option ignores it).
+// older than that option ignores it). --plan times a warm plan's calls
+// (msda_plan_forward, msda_plan_backward) instead of the one-shot calls;
+// --calls N times N calls a round (for the fixed cost of a call, on the
+// tiny shape T0). A library without msda_abi_version (the C structs before
+// their struct_size field) is called with that layout.
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -30,19 +35,98 @@ namespace {
 
 using namespace msda_bench;
 
-// The C API of one loaded build.
+// The C structs before msda_abi_version 1: no struct_size, and three device
+// handles where msda_device_context is now.
+namespace abi0 {
+struct Tensor {
+    void *data;
+    msda_dtype dtype;
+    int rank;
+    std::int64_t shape[MSDA_MAX_RANK];
+    std::int64_t strides[MSDA_MAX_RANK];
+    std::int32_t device_type;
+    std::int32_t device_id;
+    std::int64_t byte_offset;
+};
+struct Options {
+    msda_operator op;
+    msda_rounding rounding;
+    msda_value_layout value_layout;
+    msda_locations_layout locations_layout;
+    int align_corners;
+    msda_padding_mode padding_mode;
+    int grad_value, grad_sampling_locations, grad_attention_weights;
+    msda_relayout relayout;
+    msda_sample_order sample_order;
+    msda_device device;
+    int atomic_grad_value;
+    void *opencl_queue, *cuda_context, *cuda_stream;
+};
+Tensor from(const msda_tensor &t) {
+    Tensor result{t.data, t.dtype, t.rank, {}, {}, t.device_type, t.device_id, t.byte_offset};
+    std::copy(t.shape, t.shape + MSDA_MAX_RANK, result.shape);
+    std::copy(t.strides, t.strides + MSDA_MAX_RANK, result.strides);
+    return result;
+}
+}  // namespace abi0
+
+// A row-major tensor description, as msda_contiguous makes it.
+msda_tensor contiguous(void *data, msda_dtype dtype, const std::vector<std::int64_t> &shape) {
+    msda_tensor tensor{};
+    tensor.struct_size = sizeof tensor;
+    tensor.data = data;
+    tensor.dtype = dtype;
+    tensor.rank = static_cast<int>(shape.size());
+    tensor.device_type = MSDA_DEVICE_TYPE_CPU;
+    std::int64_t stride = 1;
+    for (int axis = tensor.rank - 1; axis >= 0; --axis) {
+        tensor.shape[axis] = shape[axis];
+        tensor.strides[axis] = stride;
+        stride *= shape[axis];
+    }
+    return tensor;
+}
+
+// The C API of one loaded build, called with the struct layout of its ABI.
 struct Library {
     std::string path;
-    msda_status (*forward)(const msda_forward_args *, const msda_options *) = nullptr;
-    msda_status (*backward)(const msda_backward_args *, const msda_options *) = nullptr;
-    msda_options (*default_options)() = nullptr;
+    int abi = 0;
+    msda_status (*forward_call)(const void *, const void *) = nullptr;
+    msda_status (*backward_call)(const void *, const void *) = nullptr;
+    msda_status (*plan_create)(const msda_problem_size *, const void *, msda_plan **) = nullptr;
+    void (*plan_destroy)(msda_plan *) = nullptr;
+    size_t (*plan_workspace_size)(const msda_plan *) = nullptr;
+    msda_status (*plan_forward)(const msda_plan *, const void *, void *, size_t) = nullptr;
+    msda_status (*plan_backward)(const msda_plan *, const void *, void *, size_t) = nullptr;
+    void *default_options_function = nullptr;
     void (*set_num_threads)(int) = nullptr;
     const char *(*last_error)() = nullptr;
-    msda_tensor (*contiguous_tensor)(void *, msda_dtype, int, const std::int64_t *) = nullptr;
 
-    // A row-major tensor description (msda_contiguous).
-    msda_tensor contiguous(void *data, msda_dtype dtype, const std::vector<std::int64_t> &shape) const {
-        return contiguous_tensor(data, dtype, static_cast<int>(shape.size()), shape.data());
+    // The library's default options with the sample order set, in its
+    // layout, and the arguments in its layout.
+    struct Call {
+        std::vector<unsigned char> options, args;
+    };
+    Call prepare(msda_sample_order order, const std::vector<msda_tensor> &tensors) const {
+        Call call;
+        if (abi >= 1) {
+            msda_options options = reinterpret_cast<msda_options (*)()>(default_options_function)();
+            options.sample_order = order;
+            call.options.assign(reinterpret_cast<unsigned char *>(&options),
+                                reinterpret_cast<unsigned char *>(&options) + sizeof options);
+            call.args.assign(reinterpret_cast<const unsigned char *>(tensors.data()),
+                             reinterpret_cast<const unsigned char *>(tensors.data() + tensors.size()));
+            return call;
+        }
+        abi0::Options options = reinterpret_cast<abi0::Options (*)()>(default_options_function)();
+        options.sample_order = order;
+        call.options.assign(reinterpret_cast<unsigned char *>(&options),
+                            reinterpret_cast<unsigned char *>(&options) + sizeof options);
+        std::vector<abi0::Tensor> old;
+        for (const msda_tensor &t : tensors) old.push_back(abi0::from(t));
+        call.args.assign(reinterpret_cast<const unsigned char *>(old.data()),
+                         reinterpret_cast<const unsigned char *>(old.data() + old.size()));
+        return call;
     }
 };
 
@@ -61,12 +145,17 @@ Library load(const std::string &path) {
     if (handle == nullptr) throw std::runtime_error("cannot load " + path + ": " + dlerror());
     Library library;
     library.path = path;
-    resolve(handle, path, "msda_forward", library.forward);
-    resolve(handle, path, "msda_backward", library.backward);
-    resolve(handle, path, "msda_default_options", library.default_options);
+    resolve(handle, path, "msda_forward", library.forward_call);
+    resolve(handle, path, "msda_backward", library.backward_call);
+    resolve(handle, path, "msda_plan_create", library.plan_create);
+    resolve(handle, path, "msda_plan_destroy", library.plan_destroy);
+    resolve(handle, path, "msda_plan_workspace_size", library.plan_workspace_size);
+    resolve(handle, path, "msda_plan_forward", library.plan_forward);
+    resolve(handle, path, "msda_plan_backward", library.plan_backward);
+    resolve(handle, path, "msda_default_options", library.default_options_function);
     resolve(handle, path, "msda_set_num_threads", library.set_num_threads);
     resolve(handle, path, "msda_last_error", library.last_error);
-    resolve(handle, path, "msda_contiguous", library.contiguous_tensor);
+    if (auto *version = reinterpret_cast<int (*)()>(dlsym(handle, "msda_abi_version"))) library.abi = version();
     return library;
 }
 
@@ -79,15 +168,15 @@ struct Options {
     std::string library_a, library_b;
     std::string shape = "M0", distribution = "local", op = "forward";
     std::string sample_order = "automatic";
-    int rounds = 10, threads = 2;
-    bool require_identical = false;
+    int rounds = 10, threads = 2, calls = 1;
+    bool require_identical = false, plan = false;
 };
 
 [[noreturn]] void usage(const std::string &message) {
     std::fprintf(stderr,
                  "msda_ab: %s\nusage: msda_ab LIB_A LIB_B [--shape ID] [--distribution local|uniform] "
                  "[--op forward|backward] [--sample-order automatic|by_level|by_query] [--rounds N] [--threads N] "
-                 "[--require-identical]\n",
+                 "[--require-identical] [--plan] [--calls N]\n",
                  message.c_str());
     std::exit(2);
 }
@@ -132,6 +221,10 @@ Options parse(int argc, char **argv) {
             options.rounds = positive(arg, next());
         } else if (arg == "--threads") {
             options.threads = positive(arg, next());
+        } else if (arg == "--calls") {
+            options.calls = positive(arg, next());
+        } else if (arg == "--plan") {
+            options.plan = true;
         } else if (arg == "--require-identical") {
             options.require_identical = true;
         } else if (arg.rfind("--", 0) == 0) {
@@ -163,26 +256,29 @@ void compare(const Floats &a, const Floats &b, double &difference, double &magni
 }
 
 int run(const Options &options) {
-    const std::vector<Shape> shapes = canonical_shapes();
+    std::vector<Shape> shapes = canonical_shapes();
+    // T0: a problem too small for its work to matter, for a call's fixed
+    // cost (validation, selection, dispatch).
+    shapes.push_back({.id = "T0", .batch = 1, .queries = 2, .heads = 1, .channels = 32, .points = 1,
+                      .levels = {{2, 2}}});
     const auto found = std::find_if(shapes.begin(), shapes.end(), [&](const Shape &s) { return s.id == options.shape; });
     if (found == shapes.end()) usage("unknown shape '" + options.shape + "'");
     const Shape &shape = *found;
     Problem problem = make_problem(shape, options.distribution == "uniform" ? Distribution::uniform
                                                                            : Distribution::local);
     const Library libraries[2] = {load(options.library_a), load(options.library_b)};
-    const Library &describe = libraries[0];  // builds the tensor descriptions both are given
 
     const std::int64_t levels = static_cast<std::int64_t>(shape.levels.size());
     const std::vector<std::int64_t> value_shape = {shape.batch, shape.value_length(), shape.heads, shape.channels};
     const std::vector<std::int64_t> per_query = {shape.batch, shape.queries, shape.heads * shape.channels};
     const std::vector<std::int64_t> locations_shape = {shape.batch, shape.queries, shape.heads, levels, shape.points, 2};
     const std::vector<std::int64_t> weights_shape = {shape.batch, shape.queries, shape.heads, levels, shape.points};
-    const msda_tensor value = describe.contiguous(problem.value.data(), MSDA_F32, value_shape);
-    const msda_tensor spatial_shapes = describe.contiguous(problem.spatial_shapes.data(), MSDA_I32, {levels, 2});
-    const msda_tensor level_start_index = describe.contiguous(problem.level_start_index.data(), MSDA_I32, {levels});
-    const msda_tensor locations = describe.contiguous(problem.sampling_locations.data(), MSDA_F32, locations_shape);
-    const msda_tensor weights = describe.contiguous(problem.attention_weights.data(), MSDA_F32, weights_shape);
-    const msda_tensor grad_output = describe.contiguous(problem.grad_output.data(), MSDA_F32, per_query);
+    const msda_tensor value = contiguous(problem.value.data(), MSDA_F32, value_shape);
+    const msda_tensor spatial_shapes = contiguous(problem.spatial_shapes.data(), MSDA_I32, {levels, 2});
+    const msda_tensor level_start_index = contiguous(problem.level_start_index.data(), MSDA_I32, {levels});
+    const msda_tensor locations = contiguous(problem.sampling_locations.data(), MSDA_F32, locations_shape);
+    const msda_tensor weights = contiguous(problem.attention_weights.data(), MSDA_F32, weights_shape);
+    const msda_tensor grad_output = contiguous(problem.grad_output.data(), MSDA_F32, per_query);
 
     Results results[2];
     for (Results &r : results) {
@@ -194,32 +290,52 @@ int run(const Options &options) {
             r.grad_attention.resize(problem.attention_weights.size());
         }
     }
-    auto call = [&](int which) {
+    const msda_sample_order order = options.sample_order == "by_level"   ? MSDA_SAMPLE_ORDER_BY_LEVEL
+                                    : options.sample_order == "by_query" ? MSDA_SAMPLE_ORDER_BY_QUERY
+                                                                         : MSDA_SAMPLE_ORDER_AUTOMATIC;
+    const bool forward = options.op == "forward";
+    Library::Call prepared[2];
+    msda_plan *plans[2] = {nullptr, nullptr};
+    std::vector<Floats> workspaces(2);
+    for (int which = 0; which < 2; which++) {
         const Library &library = libraries[which];
         Results &r = results[which];
+        const std::vector<msda_tensor> tensors =
+            forward ? std::vector<msda_tensor>{value, spatial_shapes, level_start_index, locations, weights,
+                                               contiguous(r.output.data(), MSDA_F32, per_query)}
+                    : std::vector<msda_tensor>{value, spatial_shapes, level_start_index, locations, weights, grad_output,
+                                               contiguous(r.grad_value.data(), MSDA_F32, value_shape),
+                                               contiguous(r.grad_locations.data(), MSDA_F32, locations_shape),
+                                               contiguous(r.grad_attention.data(), MSDA_F32, weights_shape)};
+        prepared[which] = library.prepare(order, tensors);
+        if (options.plan) {
+            const msda_problem_size size{shape.batch, shape.value_length(), shape.heads, shape.channels, levels,
+                                         shape.queries, shape.points, MSDA_F32, MSDA_F32};
+            if (library.plan_create(&size, prepared[which].options.data(), &plans[which]) != MSDA_OK) {
+                throw std::runtime_error(library.path + ": " + library.last_error());
+            }
+            workspaces[which].resize(library.plan_workspace_size(plans[which]) / sizeof(float) + 1);
+        }
+    }
+    auto call = [&](int which) {
+        const Library &library = libraries[which];
         library.set_num_threads(options.threads);
-        msda_options msda = library.default_options();
-        // Set whatever the library's defaults say: a build older than the
-        // field does not write it (and ignores it).
-        msda.sample_order = options.sample_order == "by_level"   ? MSDA_SAMPLE_ORDER_BY_LEVEL
-                             : options.sample_order == "by_query" ? MSDA_SAMPLE_ORDER_BY_QUERY
-                                                                   : MSDA_SAMPLE_ORDER_AUTOMATIC;
+        const void *args = prepared[which].args.data(), *msda = prepared[which].options.data();
+        const std::size_t workspace_bytes = workspaces[which].size() * sizeof(float);
+        void *workspace = workspaces[which].data();
         const auto start = std::chrono::steady_clock::now();
-        msda_status status;
-        if (options.op == "forward") {
-            const msda_forward_args args{value, spatial_shapes, level_start_index, locations, weights,
-                                         library.contiguous(r.output.data(), MSDA_F32, per_query)};
-            status = library.forward(&args, &msda);
-        } else {
-            const msda_backward_args args{value, spatial_shapes, level_start_index, locations, weights, grad_output,
-                                          library.contiguous(r.grad_value.data(), MSDA_F32, value_shape),
-                                          library.contiguous(r.grad_locations.data(), MSDA_F32, locations_shape),
-                                          library.contiguous(r.grad_attention.data(), MSDA_F32, weights_shape)};
-            status = library.backward(&args, &msda);
+        msda_status status = MSDA_OK;
+        for (int c = 0; c < options.calls && status == MSDA_OK; c++) {
+            if (options.plan) {
+                status = forward ? library.plan_forward(plans[which], args, workspace, workspace_bytes)
+                                 : library.plan_backward(plans[which], args, workspace, workspace_bytes);
+            } else {
+                status = forward ? library.forward_call(args, msda) : library.backward_call(args, msda);
+            }
         }
         const auto end = std::chrono::steady_clock::now();
         if (status != MSDA_OK) throw std::runtime_error(library.path + ": " + library.last_error());
-        return std::chrono::duration<double, std::milli>(end - start).count();
+        return std::chrono::duration<double, std::milli>(end - start).count() / options.calls;
     };
 
     // One untimed round warms both (the one-shot calls' workspace caches,
@@ -245,12 +361,19 @@ int run(const Options &options) {
         compare(results[0].grad_locations, results[1].grad_locations, difference, magnitude);
         compare(results[0].grad_attention, results[1].grad_attention, difference, magnitude);
     }
-    std::printf("%s/%s/%s, %d threads, %d rounds\n", options.op.c_str(), shape.id.c_str(),
-                options.distribution.c_str(), options.threads, options.rounds);
-    std::printf("A %s: median %.3f ms, min %.3f ms\n", options.library_a.c_str(), median(times[0]),
-                *std::min_element(times[0].begin(), times[0].end()));
-    std::printf("B %s: median %.3f ms, min %.3f ms\n", options.library_b.c_str(), median(times[1]),
-                *std::min_element(times[1].begin(), times[1].end()));
+    std::printf("%s/%s/%s, %d threads, %d rounds of %d %s call%s\n", options.op.c_str(), shape.id.c_str(),
+                options.distribution.c_str(), options.threads, options.rounds, options.calls,
+                options.plan ? "warm plan" : "one-shot", options.calls == 1 ? "" : "s");
+    for (int which = 0; which < 2; which++) libraries[which].plan_destroy(plans[which]);  // null: nothing
+    // Microseconds for calls of a fixed cost's size.
+    const bool small = median(times[0]) < 0.1;
+    const char *unit = small ? "us" : "ms";
+    const double scale = small ? 1000.0 : 1.0;
+    for (int which = 0; which < 2; which++) {
+        std::printf("%s %s: median %.3f %s, min %.3f %s\n", which == 0 ? "A" : "B",
+                    (which == 0 ? options.library_a : options.library_b).c_str(), median(times[which]) * scale, unit,
+                    *std::min_element(times[which].begin(), times[which].end()) * scale, unit);
+    }
     std::printf("B/A: median of the rounds' ratios %.3f (min %.3f, max %.3f)\n", median(ratios),
                 *std::min_element(ratios.begin(), ratios.end()), *std::max_element(ratios.begin(), ratios.end()));
     std::printf("results: largest |A - B| %.3g, largest |A| %.3g\n", difference, magnitude);

@@ -53,6 +53,8 @@
 //                        under valgrind --tool=callgrind (bench/count_instructions.sh)
 #include <benchmark/benchmark.h>
 
+#include <msda/diagnostics.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>

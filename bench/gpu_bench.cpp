@@ -20,6 +20,7 @@
 // the reason).
 //
 //   msda_gpu_bench [--shapes S0,M0,...] [--rounds N] [--json FILE] [--check-only]
+#include <msda/diagnostics.hpp>
 #include <msda/msda.hpp>
 
 #include <algorithm>
@@ -156,7 +157,7 @@ Row measure(const Shape &shape, const Settings &settings, const cuda::Stream &st
     const Problem problem = msda_bench::make_problem(shape, msda_bench::Distribution::local);
     DeviceProblem d(problem);
     msda::Options options;
-    options.cuda_stream = stream.get();
+    options.device_context.queue = stream.get();
     msda::Options atomic = options;
     atomic.deterministic = false;
     const cuda::ClassicArgs classic = d.classic_args();

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include <msda/diagnostics.hpp>
 #include <msda/msda.hpp>
 #include <msda/torch.hpp>
 

@@ -11,6 +11,7 @@
 // (tests/CMakeLists.txt).
 #include <gtest/gtest.h>
 
+#include <msda/diagnostics.hpp>
 #include <msda/msda.hpp>
 
 #include <cstdio>

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include <msda/diagnostics.hpp>
 #include <msda/msda.hpp>
 
 #include "arm_cpu.h"

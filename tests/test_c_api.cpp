@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <gmock/gmock.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -505,6 +506,88 @@ TEST(CApi, OneShotWorkspaceCacheCanBeReadAndReleased) {
     msda_release_cached_workspace();
     EXPECT_EQ(msda_cached_workspace_bytes(), 0u);
     EXPECT_STREQ(msda_last_error(), "");
+}
+
+// Versioned structs (msda.h): a caller built against an older msda.h passes
+// structs whose struct_size ends before the fields added since. The
+// library reads only what struct_size covers (the bytes past it, here
+// garbage, are never read) and gives the rest their defaults, and the
+// argument structs' tensors sit one after the other at value.struct_size.
+// These layouts are the first versioned one cut short: an options struct
+// that ends before device_context, tensors that end before device_type
+// (both as such a caller's would be, whatever follows them in memory).
+TEST(CApiVersions, AnOptionsStructOfAnOlderSizeStillWorks) {
+    const Problem problem;
+    std::vector<float> expected, output;
+    const msda_forward_args full = to_c(problem.forward_args(expected));
+    const msda_options defaults = msda_default_options();
+    ASSERT_EQ(msda_forward(&full, &defaults), MSDA_OK) << msda_last_error();
+
+    const msda_forward_args args = to_c(problem.forward_args(output));
+    msda_options older;
+    std::memset(&older, 0xA5, sizeof older);  // what lies past the older struct
+    std::memcpy(&older, &defaults, offsetof(msda_options, device_context));
+    older.struct_size = offsetof(msda_options, device_context);
+    ASSERT_EQ(msda_forward(&args, &older), MSDA_OK) << msda_last_error();
+    EXPECT_TRUE(same_bits(output, expected));
+}
+
+TEST(CApiVersions, TensorsOfAnOlderSizeStillWork) {
+    const Problem problem;
+    const msda::Options defaults;
+    Problem::Gradients expected, grads;
+    const msda_backward_args full = to_c(problem.backward_args(expected, defaults));
+    const msda_options options = msda_default_options();
+    ASSERT_EQ(msda_backward(&full, &options), MSDA_OK) << msda_last_error();
+
+    const msda_backward_args current = to_c(problem.backward_args(grads, defaults));
+    const msda_tensor *tensors = &current.value;
+    constexpr std::size_t kOlder = offsetof(msda_tensor, device_type);
+    constexpr std::size_t kCount = sizeof(msda_backward_args) / sizeof(msda_tensor);
+    std::vector<unsigned char> older(kCount * kOlder + sizeof(msda_tensor), 0xA5);
+    for (std::size_t i = 0; i < kCount; i++) {
+        std::memcpy(older.data() + i * kOlder, &tensors[i], kOlder);
+        std::memcpy(older.data() + i * kOlder, &kOlder, sizeof kOlder);  // struct_size
+    }
+    ASSERT_EQ(msda_backward(reinterpret_cast<const msda_backward_args *>(older.data()), &options), MSDA_OK)
+        << msda_last_error();
+    EXPECT_TRUE(same_bits(grads.value, expected.value));
+    EXPECT_TRUE(same_bits(grads.sampling_locations, expected.sampling_locations));
+    EXPECT_TRUE(same_bits(grads.attention_weights, expected.attention_weights));
+}
+
+TEST(CApiVersions, ZeroedStructsAreThisLayout) {
+    const Problem problem;
+    std::vector<float> expected, output;
+    msda_forward_args args = to_c(problem.forward_args(expected));
+    msda_options options = msda_default_options();
+    ASSERT_EQ(msda_forward(&args, &options), MSDA_OK) << msda_last_error();
+    args = to_c(problem.forward_args(output));
+    ASSERT_EQ(args.value.struct_size, 0u);  // to_c zeroes the struct
+    options.struct_size = 0;
+    ASSERT_EQ(msda_forward(&args, &options), MSDA_OK) << msda_last_error();
+    EXPECT_TRUE(same_bits(output, expected));
+}
+
+TEST(CApiVersions, StructsOfANewerHeaderAreRefusedAndNothingIsWritten) {
+    const Problem problem;
+    std::vector<float> output;
+    msda_forward_args args = to_c(problem.forward_args(output));
+    msda_options options = msda_default_options();
+    options.struct_size = sizeof(msda_options) + 8;
+    EXPECT_EQ(msda_forward(&args, &options), MSDA_ERROR);
+    EXPECT_THAT(msda_last_error(), HasSubstr("msda: options.struct_size: is " +
+                                             std::to_string(sizeof(msda_options) + 8) + ", larger than the"));
+    options = msda_default_options();
+    args.value.struct_size = sizeof(msda_tensor) + 8;
+    EXPECT_EQ(msda_forward(&args, &options), MSDA_ERROR);
+    EXPECT_THAT(msda_last_error(), HasSubstr("msda: value.struct_size: is "));
+    args.value.struct_size = sizeof(msda_tensor);
+    args.output.struct_size = 8;
+    EXPECT_EQ(msda_forward(&args, &options), MSDA_ERROR);
+    EXPECT_THAT(msda_last_error(), HasSubstr("msda: output.struct_size: is 8, but value's is"));
+    EXPECT_FALSE(written(output));
+    EXPECT_EQ(msda_abi_version(), 1);
 }
 
 }  // namespace

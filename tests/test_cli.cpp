@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <msda/half.hpp>
+#include <msda/diagnostics.hpp>
 #include <msda/msda.hpp>
 
 #include <sys/wait.h>

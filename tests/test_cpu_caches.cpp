@@ -4,6 +4,7 @@
 // gives, and the policies' boundaries (policy.h) on recorded cores.
 #include <gtest/gtest.h>
 
+#include <msda/diagnostics.hpp>
 #include <msda/msda.hpp>
 
 #include <cstdlib>

@@ -6,6 +6,7 @@
 // saying so and writes nothing; the others report SKIPPED with the reason.
 #include <gtest/gtest.h>
 
+#include <msda/diagnostics.hpp>
 #include <msda/msda.hpp>
 
 #include <string>

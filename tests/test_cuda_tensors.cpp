@@ -16,6 +16,7 @@
 
 #include <msda/dlpack.hpp>
 #include <msda/msda.h>
+#include <msda/diagnostics.hpp>
 #include <msda/msda.hpp>
 
 #include <cstring>
@@ -234,7 +235,7 @@ TEST(CudaTensors, InThePrimaryContextMatchTheReference) {
     }
 }
 
-// A caller's stream (Options::cuda_stream): the work is enqueued there and
+// A caller's stream (Options::device_context.queue): the work is enqueued there and
 // is complete once the stream is; CUDA's per-thread default stream handle
 // too.
 TEST(CudaTensors, OnTheCallersStreamMatchTheReference) {
@@ -249,7 +250,7 @@ TEST(CudaTensors, OnTheCallersStreamMatchTheReference) {
         const ProblemData data(spec_for(msda::LocationsLayout::BQHLP2, msda::ValueLayout::BLNC, 2));
         DeviceTensors tensors(data, d.primary, 0, true);
         msda::Options options = data.spec.options;
-        options.cuda_stream = given;
+        options.device_context.queue = given;
         ASSERT_NO_THROW(msda::forward(tensors.forward_args(), options));
         ASSERT_NO_THROW(msda::backward(tensors.backward_args(), options));
         {
@@ -262,7 +263,7 @@ TEST(CudaTensors, OnTheCallersStreamMatchTheReference) {
     d.destroy_stream(stream);
 }
 
-// A context of the caller's own (Options::cuda_context), then forgotten by
+// A context of the caller's own (Options::device_context.context), then forgotten by
 // msda (release_cuda_context) before it is destroyed.
 TEST(CudaTensors, InTheCallersContextMatchTheReference) {
     MSDA_REQUIRE_CUDA();
@@ -277,7 +278,7 @@ TEST(CudaTensors, InTheCallersContextMatchTheReference) {
         const ProblemData data(spec_for(msda::LocationsLayout::B2QHLP, msda::ValueLayout::BNLC, 1));
         DeviceTensors tensors(data, context, 8);
         msda::Options options = data.spec.options;
-        options.cuda_context = context;
+        options.device_context.context = context;
         ASSERT_NO_THROW(msda::forward(tensors.forward_args(), options));
         ASSERT_NO_THROW(msda::backward(tensors.backward_args(), options));
         expect_correct(tensors, data);
@@ -374,8 +375,8 @@ TEST(CudaTensors, BadDeviceTensorsAreRefusedByName) {
     aliased.output.data = tensors.forward_args().sampling_locations.data;
     expect_refused(aliased, options, "msda: output: its memory overlaps sampling_locations");
     msda::Options with_stream = options;
-    with_stream.cuda_stream = reinterpret_cast<void *>(std::uintptr_t{2});
-    expect_refused(tensors.host.forward_args(), with_stream, "msda: options.cuda_stream: is set, but the call runs on the CPU");
+    with_stream.device_context.queue = reinterpret_cast<void *>(std::uintptr_t{2});
+    expect_refused(tensors.host.forward_args(), with_stream, "msda: options.device_context: is set, but the call runs on the CPU");
     tensors.read_back();
     msda::testing::expect_inputs_unchanged(tensors.host, data);
     EXPECT_TRUE(tensors.host.output.all_hold(msda::testing::kSentinel));
@@ -410,7 +411,7 @@ TEST(CudaTensors, DlpackAndTheCApiCarryTheDevice) {
     c_options.locations_layout = MSDA_B2QHLP;
     c_options.align_corners = data.spec.options.align_corners;
     c_options.padding_mode = static_cast<msda_padding_mode>(data.spec.options.padding_mode);
-    c_options.cuda_stream = reinterpret_cast<void *>(std::uintptr_t{1});  // CU_STREAM_LEGACY
+    c_options.device_context.queue = reinterpret_cast<void *>(std::uintptr_t{1});  // CU_STREAM_LEGACY
     ASSERT_EQ(msda_backward(&c_args, &c_options), MSDA_OK) << msda_last_error();
     expect_correct(tensors, data);
 }

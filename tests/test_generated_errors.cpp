@@ -1,6 +1,6 @@
 // Failures inside the generated code come back to the caller as msda::Error
 // carrying Halide's message, never as an abort. Validation makes them
-// unreachable through the public API, so this test drives the dispatch layer
+// unreachable through the public API, so this test drives the execution layer
 // directly with a plan that does not fit the tensors.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 
 #include <vector>
 
-#include "dispatch.h"
+#include "execute.h"
 
 namespace {
 
@@ -35,11 +35,11 @@ TEST(GeneratedCodeErrors, ABufferThatBreaksTheVariantsConstraintsThrowsError) {
     msda::detail::CheckedCall call = msda::detail::check_forward(args, options);
     msda::ProblemSize planned = call.size;
     planned.channels = 32;
-    msda::detail::Kernels kernels = msda::detail::select_kernels(planned, options);
-    ASSERT_EQ(kernels.forward->channels, 32) << "this build has no C_h = 32 forward variant";
+    const msda::detail::Prepared prepared(planned, options);
+    ASSERT_EQ(prepared.kernels.forward->channels, 32) << "this build has no C_h = 32 forward variant";
 
     try {
-        msda::detail::run_forward(kernels, args, options, call, nullptr);
+        msda::detail::run_forward(prepared, args, call, nullptr);
         FAIL() << "the C_h = 32 variant accepted a C_h = 16 value";
     } catch (const msda::Error &error) {
         EXPECT_THAT(error.what(), HasSubstr("generated code for forward failed"));

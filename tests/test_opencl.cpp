@@ -7,6 +7,7 @@
 // message that says so (test opencl_without_platform_is_an_error).
 #include <gtest/gtest.h>
 
+#include <msda/diagnostics.hpp>
 #include <msda/msda.hpp>
 
 #include <cstdlib>
@@ -14,7 +15,7 @@
 #include <vector>
 
 #include "core_grid.h"
-#include "opencl.h"
+#include "backends/opencl.h"
 #include "test_util.h"
 
 namespace {

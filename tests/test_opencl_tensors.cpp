@@ -173,7 +173,7 @@ TEST(OpenClTensors, AlignedPlanesOfOneBufferMatchTheReference) {
     expect_correct(tensors, data);
 }
 
-// A caller's own context and in-order queue (Options::opencl_queue): the
+// A caller's own context and in-order queue (Options::device_context): the
 // work is enqueued there; the results are there once the caller's queue
 // has finished. Then msda forgets the context before it is destroyed.
 TEST(OpenClTensors, OnTheCallersQueueMatchTheReference) {
@@ -191,7 +191,7 @@ TEST(OpenClTensors, OnTheCallersQueueMatchTheReference) {
         const ProblemData data(spec_for(msda::LocationsLayout::BQHLP2, msda::ValueLayout::BLNC, 2));
         DeviceTensors tensors(data, context, queue, 0, true);
         msda::Options options = data.spec.options;
-        options.opencl_queue = queue;
+        options.device_context.queue = queue;
         ASSERT_NO_THROW(msda::forward(tensors.forward_args(), options));
         ASSERT_NO_THROW(msda::backward(tensors.backward_args(), options));
         ASSERT_EQ(clFinish(queue), CL_SUCCESS);
@@ -287,8 +287,8 @@ TEST(OpenClTensors, BadDeviceTensorsAreRefusedByName) {
     tables.spatial_shapes = tables.spatial_shapes.on_device(msda::DeviceType::opencl);
     expect_refused(tables, data.spec.options, "msda: spatial_shapes: is on OpenCL device 0 but value is a host tensor");
     msda::Options with_queue = data.spec.options;
-    with_queue.opencl_queue = own.queue;
-    expect_refused(tensors.host.forward_args(), with_queue, "msda: options.opencl_queue: is set, but the call runs on the CPU");
+    with_queue.device_context.queue = own.queue;
+    expect_refused(tensors.host.forward_args(), with_queue, "msda: options.device_context: is set, but the call runs on the CPU");
     msda::ForwardArgs flipped = tensors.forward_args();
     flipped.value.byte_offset += (flipped.value.shape[1] - 1) * flipped.value.strides[1] * 4;
     flipped.value.strides[1] = -flipped.value.strides[1];
@@ -323,12 +323,12 @@ TEST(OpenClTensors, AnOutOfOrderQueueIsRefused) {
     LibraryTensors tensors(data);
     msda::Options options = data.spec.options;
     options.device = msda::Device::opencl;
-    options.opencl_queue = queue;
+    options.device_context.queue = queue;
     try {
         msda::forward(tensors.forward_args(), options);
         ADD_FAILURE() << "an out-of-order queue was accepted";
     } catch (const msda::Error &e) {
-        EXPECT_NE(std::string(e.what()).find("msda: options.opencl_queue: is an out-of-order queue"), std::string::npos)
+        EXPECT_NE(std::string(e.what()).find("msda: options.device_context.queue: is an out-of-order queue"), std::string::npos)
             << e.what();
     }
     EXPECT_TRUE(tensors.output.all_hold(msda::testing::kSentinel));

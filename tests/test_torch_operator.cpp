@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include <msda/diagnostics.hpp>
 #include <msda/torch.hpp>
 
 namespace {

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <msda/diagnostics.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>

@@ -6,6 +6,7 @@
 // grad_value and the per-sample gradients, and a relayout per storage size.
 #include <gtest/gtest.h>
 
+#include <msda/diagnostics.hpp>
 #include <msda/msda.hpp>
 
 #include <algorithm>

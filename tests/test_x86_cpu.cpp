@@ -4,6 +4,7 @@
 // changed, and on the CPU this runs on.
 #include <gtest/gtest.h>
 
+#include <msda/diagnostics.hpp>
 #include <msda/msda.hpp>
 
 #include <algorithm>

@@ -3,6 +3,7 @@
 // rejects, npy::Error for file problems); main turns them into messages.
 #pragma once
 
+#include <msda/diagnostics.hpp>
 #include <msda/msda.hpp>
 
 #include <string>

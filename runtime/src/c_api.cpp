@@ -3,6 +3,7 @@
 // and read the message from msda_last_error() on the same thread.
 #include "msda/msda.h"
 
+#include <cstddef>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -10,6 +11,7 @@
 #include <string>
 #include <type_traits>
 
+#include "msda/diagnostics.hpp"
 #include "msda/msda.hpp"
 
 // The handle behind the opaque msda_plan*.
@@ -93,6 +95,63 @@ msda::DType to_dtype(const msda_dtype &dtype, const char *what) {
     return static_cast<msda::DType>(code);
 }
 
+// A versioned struct as the caller laid it out: its first struct_size bytes
+// (0: this layout) over `defaults`, refused when it is larger than this
+// library's or smaller than `minimum` (the first fields every layout has).
+template <typename Struct>
+Struct versioned(const unsigned char *bytes, std::size_t size, const Struct &defaults, const char *name,
+                 const char *type, std::size_t minimum) {
+    if (size == 0) size = sizeof(Struct);
+    if (size > sizeof(Struct)) {
+        fail(std::string(name) + ".struct_size",
+             "is " + std::to_string(size) + ", larger than the " + std::to_string(sizeof(Struct)) + " bytes of " +
+                 type + " this library reads (was the caller built against a newer msda.h?)");
+    }
+    if (size < minimum) {
+        fail(std::string(name) + ".struct_size", "is " + std::to_string(size) + "; every " + type + " holds at least " +
+                                                     std::to_string(minimum) + " bytes");
+    }
+    Struct result = defaults;
+    std::memcpy(&result, bytes, size);
+    result.struct_size = sizeof(Struct);
+    return result;
+}
+
+std::size_t size_field(const unsigned char *bytes) {
+    std::size_t size = 0;
+    std::memcpy(&size, bytes, sizeof size);
+    return size;
+}
+
+constexpr std::size_t kTensorMinimum = offsetof(msda_tensor, strides) + sizeof(msda_tensor::strides);
+
+// The caller's tensors of one argument struct: each of the size
+// value.struct_size says, one after the other.
+class TensorArray {
+public:
+    explicit TensorArray(const void *args) : bytes_(static_cast<const unsigned char *>(args)) {
+        stride_ = size_field(bytes_);
+        if (stride_ == 0) stride_ = sizeof(msda_tensor);
+        versioned(bytes_, stride_, msda_tensor{}, "value", "msda_tensor", kTensorMinimum);
+    }
+    msda_tensor at(std::size_t index, const char *name) const {
+        const unsigned char *bytes = bytes_ + index * stride_;
+        const std::size_t own = size_field(bytes);
+        if (own != 0 && own != stride_) {
+            fail(std::string(name) + ".struct_size",
+                 "is " + std::to_string(own) + ", but value's is " + std::to_string(stride_) +
+                     "; the tensors of one call have one layout");
+        }
+        msda_tensor defaults{};
+        defaults.device_type = MSDA_DEVICE_TYPE_CPU;
+        return versioned(bytes, stride_, defaults, name, "msda_tensor", kTensorMinimum);
+    }
+
+private:
+    const unsigned char *bytes_;
+    std::size_t stride_ = 0;
+};
+
 msda::TensorView to_view(const msda_tensor &tensor, const char *name) {
     msda::TensorView view;
     view.data = tensor.data;
@@ -121,7 +180,10 @@ Enum to_enum(int code, int last, const char *what) {
     return static_cast<Enum>(code);
 }
 
-msda::Options to_options(const msda_options &options) {
+msda::Options to_options(const msda_options &given) {
+    const msda_options options = versioned(reinterpret_cast<const unsigned char *>(&given), given.struct_size,
+                                           msda_default_options(), "options", "msda_options",
+                                           offsetof(msda_options, op) + sizeof(msda_operator));
     msda::Options result;
     result.op = to_enum<msda::Operator>(code_of(options.op), MSDA_OP_GKA, "op");
     result.rounding = to_enum<msda::Rounding>(code_of(options.rounding), MSDA_ROUNDING_NEAREST, "rounding");
@@ -140,38 +202,38 @@ msda::Options to_options(const msda_options &options) {
         to_enum<msda::SampleOrder>(code_of(options.sample_order), MSDA_SAMPLE_ORDER_BY_QUERY, "sample_order");
     result.device = to_enum<msda::Device>(code_of(options.device), MSDA_DEVICE_CUDA, "device");
     result.deterministic = options.atomic_grad_value == 0;
-    result.opencl_queue = options.opencl_queue;
-    result.cuda_context = options.cuda_context;
-    result.cuda_stream = options.cuda_stream;
+    result.device_context.context = options.device_context.context;
+    result.device_context.queue = options.device_context.queue;
     return result;
 }
 
 // The inputs both operators take, converted from either C argument struct.
-template <typename CArgs, typename Args>
-void convert_inputs(const CArgs &args, Args &result) {
-    result.value = to_view(args.value, "value");
-    result.spatial_shapes = to_view(args.spatial_shapes, "spatial_shapes");
-    result.level_start_index = to_view(args.level_start_index, "level_start_index");
-    result.sampling_locations = to_view(args.sampling_locations, "sampling_locations");
-    result.attention_weights = to_view(args.attention_weights, "attention_weights");
+template <typename Args>
+void convert_inputs(const TensorArray &tensors, Args &result) {
+    result.value = to_view(tensors.at(0, "value"), "value");
+    result.spatial_shapes = to_view(tensors.at(1, "spatial_shapes"), "spatial_shapes");
+    result.level_start_index = to_view(tensors.at(2, "level_start_index"), "level_start_index");
+    result.sampling_locations = to_view(tensors.at(3, "sampling_locations"), "sampling_locations");
+    result.attention_weights = to_view(tensors.at(4, "attention_weights"), "attention_weights");
 }
 
 msda::ForwardArgs to_forward_args(const msda_forward_args &args) {
+    const TensorArray tensors(&args);
     msda::ForwardArgs result;
-    convert_inputs(args, result);
-    result.output = to_view(args.output, "output");
+    convert_inputs(tensors, result);
+    // The forward's sixth tensor is its output (the backward's grad_output).
+    result.output = to_view(tensors.at(5, "output"), "output");
     return result;
 }
 
 msda::BackwardArgs to_backward_args(const msda_backward_args &args) {
+    const TensorArray tensors(&args);
     msda::BackwardArgs result;
-    convert_inputs(args, result);
-    result.grad_output = to_view(args.grad_output, "grad_output");
-    result.grad_value = to_view(args.grad_value, "grad_value");
-    result.grad_sampling_locations =
-        to_view(args.grad_sampling_locations, "grad_sampling_locations");
-    result.grad_attention_weights =
-        to_view(args.grad_attention_weights, "grad_attention_weights");
+    convert_inputs(tensors, result);
+    result.grad_output = to_view(tensors.at(5, "grad_output"), "grad_output");
+    result.grad_value = to_view(tensors.at(6, "grad_value"), "grad_value");
+    result.grad_sampling_locations = to_view(tensors.at(7, "grad_sampling_locations"), "grad_sampling_locations");
+    result.grad_attention_weights = to_view(tensors.at(8, "grad_attention_weights"), "grad_attention_weights");
     return result;
 }
 
@@ -196,6 +258,8 @@ extern "C" {
 msda_options msda_default_options(void) {
     const msda::Options defaults;
     msda_options options;
+    std::memset(&options, 0, sizeof options);
+    options.struct_size = sizeof options;
     options.op = static_cast<msda_operator>(defaults.op);
     options.rounding = static_cast<msda_rounding>(defaults.rounding);
     options.value_layout = static_cast<msda_value_layout>(defaults.value_layout);
@@ -208,9 +272,8 @@ msda_options msda_default_options(void) {
     options.sample_order = static_cast<msda_sample_order>(defaults.sample_order);
     options.device = static_cast<msda_device>(defaults.device);
     options.atomic_grad_value = defaults.deterministic ? 0 : 1;
-    options.opencl_queue = defaults.opencl_queue;
-    options.cuda_context = defaults.cuda_context;
-    options.cuda_stream = defaults.cuda_stream;
+    options.device_context.context = defaults.device_context.context;
+    options.device_context.queue = defaults.device_context.queue;
     options.grad_attention_weights = defaults.grad_attention_weights ? 1 : 0;
     return options;
 }
@@ -218,6 +281,7 @@ msda_options msda_default_options(void) {
 msda_tensor msda_contiguous(void *data, msda_dtype dtype, int rank, const int64_t *shape) {
     msda_tensor tensor;
     std::memset(&tensor, 0, sizeof tensor);
+    tensor.struct_size = sizeof tensor;
     tensor.device_type = MSDA_DEVICE_TYPE_CPU;
     tensor.data = data;
     tensor.dtype = dtype;
@@ -341,6 +405,8 @@ msda_status msda_release_opencl_context(void *queue) {
 msda_status msda_release_cuda_context(void *context) {
     return guarded([&] { msda::release_cuda_context(context); });
 }
+
+int msda_abi_version(void) { return 1; }
 
 const char *msda_last_error(void) {
     return last_error_fallback != nullptr ? last_error_fallback : last_error_message.c_str();

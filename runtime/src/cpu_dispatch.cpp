@@ -1,5 +1,7 @@
 #include "cpu_dispatch.h"
 
+#include <msda/diagnostics.hpp>
+
 #include <HalideRuntime.h>
 
 #include <algorithm>
@@ -11,7 +13,7 @@
 #include <vector>
 
 #include "cpu_caches.h"
-#include "dispatch.h"
+#include "registry.h"
 #include "msda_variants.h"
 
 // The CPU family this library was built for, and its decision module.

@@ -1,13 +1,24 @@
-// The cache boundaries of the automatic policies (docs/policies.md), each
-// defined once, as functions of the L2 they are measured against: the
-// dispatch decides with the running CPU's (cpu_caches()), and the tests
-// compute their expectations with the same functions, on the running CPU's
-// caches and on recorded ones (tests/cpu_caches/).
+// The run-time policies (docs/policies.md): every threshold the automatic
+// relayout and sample order decide with, in one struct the sweep tunes,
+// its defaults per CPU (sized against the running core's caches,
+// cpu_caches()), and the decisions made with it. The cache boundaries are
+// also free functions of the L2 they are measured against, which the tests
+// compute their expectations with, on the running CPU's caches and on
+// recorded ones (tests/cpu_caches/).
 #pragma once
+
+#include <msda/msda.hpp>
 
 #include <cstdint>
 
-namespace msda::detail::policy {
+#include "registry.h"
+
+namespace msda::detail {
+
+struct CpuCaches;
+struct LevelTable;
+
+namespace policy {
 
 // Options::relayout (automatic): value is staged head-major only when it
 // holds more bytes than a core's L2; a value that fits is read from there
@@ -31,4 +42,44 @@ constexpr bool level_outgrows_by_level_walk(std::int64_t largest_level_pixels, s
     return largest_level_pixels * channels * element_bytes > by_level_slice_limit(l2_bytes);
 }
 
-}  // namespace msda::detail::policy
+}  // namespace policy
+
+// Every run-time threshold, with its default. A plan decides with the
+// process's (process_policy()); the decisions it makes once are those that
+// depend on its sizes and options alone (relayout), the per-call ones those
+// that depend on the call's data (the sample order's probe).
+struct Policy {
+    // A core's L2 in bytes: the relayout stages a value larger than it, and
+    // a by-level walk keeps a level up to half of it (policy:: above).
+    std::int64_t l2_bytes = 2 << 20;
+    // Options::relayout (automatic) stages value only when each head reads
+    // every row of value at least this many times on average (N_q * N_l *
+    // N_p samples per head against L rows): the copy must pay for itself.
+    std::int64_t relayout_samples_per_row = 4;
+    // Options::sample_order (automatic)'s probe: up to this many queries,
+    // evenly spaced over the call's (batch, query) pairs, of which more
+    // than half must have all their level-0 samples (every head and point)
+    // within this many pixels of each other along each axis for the
+    // samples to count as clustered.
+    std::int64_t probe_queries = 32;
+    double probe_neighbourhood_pixels = 16.0;
+
+    // The defaults for the CPU whose caches these are.
+    static Policy for_caches(const CpuCaches &caches);
+};
+
+// The policy of this process's CPU (cpu_caches()), made once.
+const Policy &process_policy();
+
+// Whether a plan stages value head-major (Options::relayout).
+bool stages_value(const ProblemSize &size, const Options &options, TargetFamily family, const Policy &policy);
+
+// Options::sample_order for a call whose by-query variant exists and whose
+// tensors it can read. any_level_size: automatic takes by_query for
+// clustered samples whatever the size of the levels (grad_value's scatter:
+// by query it was 0.89x by level on G local, whose 60 x 40 levels keep the
+// forward and the per-sample gradients by level).
+bool chooses_by_query(const TensorView &locations, const Options &options, const ProblemSize &size,
+                      const LevelTable &levels, const Policy &policy, bool any_level_size);
+
+}  // namespace msda::detail

@@ -249,28 +249,29 @@ struct Span {
     std::uint64_t begin = 0, end = 0;
 };
 
-Span span_of(const Named &named) {
+Span span_of(const Named &named, const CheckedCall &call) {
     const TensorView &t = *named.tensor;
     if (!t.present() || t.numel() == 0) return {};
     const Reach reach = reach_of(t);
     const std::int64_t size = static_cast<std::int64_t>(dtype_size(t.dtype));
     Span span;
     std::uint64_t base = reinterpret_cast<std::uintptr_t>(t.data) + t.byte_offset;
-    if (t.device_type == DeviceType::opencl) {
-        const opencl::Memory memory = opencl::memory(t.data, named.name);
+    if (t.device_type != DeviceType::cpu) {
+        const MemorySpan memory = call.backend->span(t, named.name);
         span.root = memory.root;
-        base = memory.root_offset + t.byte_offset;
+        base = memory.base;
     }
     span.begin = base + reach.low * size;
     span.end = base + (reach.high + 1) * size;
     return span;
 }
 
-void check_disjoint(const NamedList &outputs, const NamedList &inputs) {
-    // Each span once (a device tensor's asks OpenCL for its parent buffer).
+void check_disjoint(const NamedList &outputs, const NamedList &inputs, const CheckedCall &call) {
+    // Each span once (a device tensor's asks its backend, which may ask the
+    // device for its parent buffer).
     Span output_spans[NamedList::kCapacity], input_spans[NamedList::kCapacity];
-    for (std::size_t i = 0; i < outputs.size(); i++) output_spans[i] = span_of(outputs[i]);
-    for (std::size_t i = 0; i < inputs.size(); i++) input_spans[i] = span_of(inputs[i]);
+    for (std::size_t i = 0; i < outputs.size(); i++) output_spans[i] = span_of(outputs[i], call);
+    for (std::size_t i = 0; i < inputs.size(); i++) input_spans[i] = span_of(inputs[i], call);
     for (std::size_t i = 0; i < outputs.size(); i++) {
         const Span &out = output_spans[i];
         if (out.begin == out.end) continue;
@@ -300,27 +301,24 @@ std::int64_t read_integer(const TensorView &t, std::int64_t offset) {
 
 // Where a tensor is, for messages.
 std::string where(const TensorView &t) {
-    if (t.device_type == DeviceType::opencl) return "on OpenCL device " + std::to_string(t.device_id);
-    if (t.device_type == DeviceType::cuda) return "on CUDA device " + std::to_string(t.device_id);
-    return "a host tensor";
+    const Backend *backend = backend_of(t.device_type);
+    if (t.device_type == DeviceType::cpu || backend == nullptr) return "a host tensor";
+    return std::string("on ") + backend->name() + " device " + std::to_string(t.device_id);
 }
 
 bool is_device(const TensorView &t) { return t.device_type != DeviceType::cpu; }
 
 void check_device_code(const TensorView &t, const char *name) {
-    if (t.device_type != DeviceType::cpu && t.device_type != DeviceType::opencl &&
-        t.device_type != DeviceType::cuda) {
+    const Backend *backend = backend_of(t.device_type);
+    if (backend == nullptr) {
         fail(name, "has device type " + std::to_string(static_cast<int>(t.device_type)) +
                        ", which msda does not know (DLPack's codes it takes: 1 CPU, 2 CUDA, 4 OpenCL)");
     }
     if (t.byte_offset < 0) fail(name, "byte_offset is negative (" + std::to_string(t.byte_offset) + ")");
-    if (t.device_type == DeviceType::cuda && t.device_id < 0) {
-        fail(name, "is on CUDA device " + std::to_string(t.device_id) + "; a device ordinal is 0 or more");
+    if (is_device(t) && t.device_id < 0) {
+        fail(name, std::string("is on ") + backend->name() + " device " + std::to_string(t.device_id) +
+                       "; a device ordinal is 0 or more");
     }
-}
-
-Device device_of(DeviceType type) {
-    return type == DeviceType::opencl ? Device::opencl : type == DeviceType::cuda ? Device::cuda : Device::cpu;
 }
 
 // The call's device: every tensor but the level tables on the one value
@@ -353,106 +351,9 @@ void resolve_device(CheckedCall &call, const NamedList &tensors, const NamedList
         }
     }
     call.device_tensors = on_device;
-    call.device = on_device ? device_of(first->tensor->device_type) : options.device;
-    // What the call runs on, in words, for the options that do not apply.
-    const char *runs_on = call.device == Device::cpu ? "the CPU (its tensors are host tensors and "
-                                                       "Options::device is cpu)"
-                          : call.device == Device::cuda ? "CUDA"
-                                                        : "OpenCL";
-    if (options.opencl_queue != nullptr && call.device != Device::opencl) {
-        fail("options.opencl_queue", std::string("is set, but the call runs on ") + runs_on);
-    }
-    if (call.device != Device::cuda) {
-        if (options.cuda_stream != nullptr) {
-            fail("options.cuda_stream", std::string("is set, but the call runs on ") + runs_on);
-        }
-        if (options.cuda_context != nullptr) {
-            fail("options.cuda_context", std::string("is set, but the call runs on ") + runs_on);
-        }
-    }
-    if (call.device == Device::opencl) call.queue = opencl::call_queue(options);
-    if (call.device == Device::cuda) {
-        require_cuda_device();
-        call.stream = cuda::call_stream(options, on_device ? first->tensor->device_id : -1);
-    }
-}
-
-// A CUDA tensor's elements within its allocation, on the call's device, at
-// addresses its dtype's alignment allows (after check_addressable).
-void check_cuda_memory(const TensorView &t, const char *name, const CheckedCall &call) {
-    if (t.numel() == 0) return;  // nothing is read or written (an engine's empty tensor may have no memory)
-    const char *first = static_cast<const char *>(t.data) + t.byte_offset;
-    const cuda::Memory memory = cuda::memory(first, name);
-    if (memory.device != call.stream.device) {
-        fail(name, "its memory is on CUDA device " + std::to_string(memory.device) + ", but its device_id is " +
-                       std::to_string(t.device_id) + " and the call runs on device " +
-                       std::to_string(call.stream.device));
-    }
-    const std::uint64_t size = dtype_size(t.dtype);
-    const std::uint64_t address = reinterpret_cast<std::uintptr_t>(first);
-    if (address % size != 0) {
-        fail(name, "its first element is at device address " + std::to_string(address) + ", not a multiple of " +
-                       std::to_string(size) + " (its dtype's size)");
-    }
-    const Reach reach = reach_of(t);
-    const std::uint64_t begin = address + reach.low * size, end = address + (reach.high + 1) * size;
-    if (begin < memory.base || end > memory.base + memory.size) {
-        fail(name, "its elements lie at bytes [" + std::to_string(begin - memory.base) + ", " +
-                       std::to_string(end - memory.base) + ") of its CUDA allocation, which holds " +
-                       std::to_string(memory.size) + " bytes");
-    }
-}
-
-// A device tensor's elements within its cl_mem, which belongs to the
-// context of the call's queue, or within its CUDA allocation (after
-// check_addressable).
-void check_device_memory(const TensorView &t, const char *name, const CheckedCall &call) {
-    if (!t.present() || t.device_type == DeviceType::cpu) return;
-    if (t.device_type == DeviceType::cuda) {
-        check_cuda_memory(t, name, call);
-        return;
-    }
-    const opencl::Memory memory = opencl::memory(t.data, name);
-    if (memory.context != call.queue.context) {
-        fail(name, std::string("its cl_mem belongs to another OpenCL context than the call's queue (") +
-                       (call.queue.own ? "msda's own, msda::opencl_queue()" : "Options::opencl_queue") + ")");
-    }
-    if (t.numel() == 0) return;
-    const Reach reach = reach_of(t);
-    const std::int64_t size = static_cast<std::int64_t>(dtype_size(t.dtype));
-    const std::int64_t begin = t.byte_offset + reach.low * size, end = t.byte_offset + (reach.high + 1) * size;
-    if (begin < 0 || static_cast<std::uint64_t>(end) > memory.size) {
-        fail(name, "its elements lie at bytes [" + std::to_string(begin) + ", " + std::to_string(end) +
-                       ") of its cl_mem, which holds " + std::to_string(memory.size) + " bytes");
-    }
-}
-
-// A level table the host can read: itself, or its elements read back from
-// the device into `memory` (a dense copy of their span).
-TensorView host_table(const TensorView &t, const char *name, const CheckedCall &call,
-                      std::vector<std::byte> &memory) {
-    if (!is_device(t) || t.numel() == 0) return t;
-    check_device_memory(t, name, call);
-    const Reach reach = reach_of(t);
-    const std::int64_t size = static_cast<std::int64_t>(dtype_size(t.dtype));
-    memory.resize(static_cast<std::size_t>((reach.high - reach.low + 1) * size));
-    const std::uint64_t begin = static_cast<std::uint64_t>(t.byte_offset + reach.low * size);
-    if (t.device_type == DeviceType::cuda) {
-        const int error = cuda::read(call.stream, reinterpret_cast<std::uintptr_t>(t.data) + begin, memory.size(),
-                                     memory.data());
-        if (error != 0) fail(name, "reading it back from the CUDA device failed with CUDA error " + std::to_string(error));
-    } else {
-        const std::int32_t error = opencl::read(call.queue, t.data, begin, memory.size(), memory.data());
-        if (error != 0) {
-            fail(name, "reading it back from the OpenCL device failed with OpenCL error " + std::to_string(error));
-        }
-    }
-    TensorView host = t;
-    host.device_type = DeviceType::cpu;
-    host.device_id = 0;
-    host.data = memory.data();
-    host.byte_offset = -reach.low * size;
-    return host;
+    call.backend = on_device ? backend_of(first->tensor->device_type) : &backend_for(options.device);
+    call.device = call.backend->device();
+    call.ordinal = on_device ? first->tensor->device_id : -1;
 }
 
 void check_integer_dtype(const TensorView &t, const char *name) {
@@ -488,7 +389,7 @@ void check_options(const Options &options) {
 // sampling_locations: the inputs both operators read.
 ProblemSize check_inputs(const TensorView &value, const TensorView &spatial_shapes_view,
                    const TensorView &level_start_index_view, const TensorView &sampling_locations,
-                   const TensorView &attention_weights, const Options &options,
+                   const TensorView &attention_weights, const Options &options, const HostTables &tables,
                    CheckedCall &call) {
     LevelTable &levels = call.levels;
     check_present(value, "value", 4, value_layout_name(options.value_layout));
@@ -525,8 +426,7 @@ ProblemSize check_inputs(const TensorView &value, const TensorView &spatial_shap
     check_consensus("N_p", {{"attention_weights", 4, w.shape[4]}, {"sampling_locations", q + 3, x.shape[q + 3]}});
     check_integer_dtype(spatial_shapes_view, "spatial_shapes");
     check_addressable(spatial_shapes_view, "spatial_shapes", false);
-    std::vector<std::byte> shapes_memory, starts_memory;
-    const TensorView spatial_shapes = host_table(spatial_shapes_view, "spatial_shapes", call, shapes_memory);
+    const TensorView &spatial_shapes = tables.spatial_shapes;
     s.levels = spatial_shapes.shape[0];
     if (s.levels < 1) fail("spatial_shapes", "needs at least one level (N_l >= 1), got 0 rows");
     if (spatial_shapes.shape[1] != 2) {
@@ -535,8 +435,7 @@ ProblemSize check_inputs(const TensorView &value, const TensorView &spatial_shap
     }
     check_integer_dtype(level_start_index_view, "level_start_index");
     check_addressable(level_start_index_view, "level_start_index", false);
-    const TensorView level_start_index =
-        host_table(level_start_index_view, "level_start_index", call, starts_memory);
+    const TensorView &level_start_index = tables.level_start_index;
     const Expected start_dims[1] = {{s.levels, "N_l, the rows of spatial_shapes"}};
     const char *const start_names[1] = {"N_l"};
     check_dims(level_start_index, "level_start_index", start_names, start_dims);
@@ -657,9 +556,10 @@ NamedList shared_inputs(const Args &args) {
 }
 
 template <typename Args>
-ProblemSize check_shared_inputs(const Args &args, const Options &options, CheckedCall &call) {
-    return check_inputs(args.value, args.spatial_shapes, args.level_start_index,
-                        args.sampling_locations, args.attention_weights, options, call);
+ProblemSize check_shared_inputs(const Args &args, const Options &options, const HostTables &tables,
+                                CheckedCall &call) {
+    return check_inputs(args.value, args.spatial_shapes, args.level_start_index, args.sampling_locations,
+                        args.attention_weights, options, tables, call);
 }
 
 // Every tensor of a call but the level tables, value first.
@@ -695,8 +595,8 @@ CheckedCall start_check(const Args &args, const Options &options) {
 // buffers address memory upwards from their first element).
 template <typename Args>
 void check_device_tensors(const Args &args, const CheckedCall &call) {
-    if (call.device == Device::cpu) return;
-    const char *gpu = call.device == Device::cuda ? "CUDA" : "OpenCL";
+    if (!is_gpu(call.backend->family())) return;
+    const std::string gpu = call.backend->name();
     const ProblemSize &size = call.size;
     std::int64_t samples = 1;
     bool overflow = false;
@@ -734,11 +634,22 @@ void check_device_tensors(const Args &args, const CheckedCall &call) {
                                  " code indexes a tensor with 32-bit integers (at most 2^31 - 1 elements from its "
                                  "first); compute on the CPU, whose code indexes with 64-bit integers");
         }
-        if (call.device_tensors) check_device_memory(t, named.name, call);
+        if (call.device_tensors) call.backend->check_memory(t, named.name, call.queue);
     }
 }
 
 }  // namespace
+
+CheckedCall locate_call(const ForwardArgs &args, const Options &options) { return start_check(args, options); }
+CheckedCall locate_call(const BackwardArgs &args, const Options &options) { return start_check(args, options); }
+
+void check_table_view(const TensorView &t, const char *name, const CheckedCall &call) {
+    check_present(t, name, std::string(name) == "spatial_shapes" ? 2 : 1,
+                  std::string(name) == "spatial_shapes" ? "(N_l, 2) of rows (H, W)" : "(N_l,)");
+    check_integer_dtype(t, name);
+    check_addressable(t, name, false);
+    call.backend->check_memory(t, name, call.queue);
+}
 
 Reach reach_of(const TensorView &t) {
     Reach reach;
@@ -749,9 +660,9 @@ Reach reach_of(const TensorView &t) {
     return reach;
 }
 
-CheckedCall check_forward(const ForwardArgs &args, const Options &options, Outputs outputs) {
-    CheckedCall call = start_check(args, options);
-    call.size = check_shared_inputs(args, options, call);
+void check_call(const ForwardArgs &args, const Options &options, const HostTables &tables, CheckedCall &call,
+                Outputs outputs) {
+    call.size = check_shared_inputs(args, options, tables, call);
     const ProblemSize &s = call.size;
     if (outputs == Outputs::required || args.output.present()) {
         check_head_major(args.output, "output", s, args.value.dtype);
@@ -759,14 +670,13 @@ CheckedCall check_forward(const ForwardArgs &args, const Options &options, Outpu
     }
     check_device_tensors(args, call);
     if (outputs == Outputs::required || args.output.present()) {
-        check_disjoint({{&args.output, "output"}}, shared_inputs(args));
+        check_disjoint({{&args.output, "output"}}, shared_inputs(args), call);
     }
-    return call;
 }
 
-CheckedCall check_backward(const BackwardArgs &args, const Options &options, Outputs outputs) {
-    CheckedCall call = start_check(args, options);
-    call.size = check_shared_inputs(args, options, call);
+void check_call(const BackwardArgs &args, const Options &options, const HostTables &tables, CheckedCall &call,
+                Outputs outputs) {
+    call.size = check_shared_inputs(args, options, tables, call);
     const ProblemSize &s = call.size;
     check_head_major(args.grad_output, "grad_output", s, args.value.dtype);
 
@@ -798,8 +708,7 @@ CheckedCall check_backward(const BackwardArgs &args, const Options &options, Out
     check_device_tensors(args, call);
     NamedList inputs = shared_inputs(args);
     inputs.push_back({&args.grad_output, "grad_output"});
-    check_disjoint(gradients, inputs);
-    return call;
+    check_disjoint(gradients, inputs, call);
 }
 
 void check_plan(const ProblemSize &size, const Options &options) {

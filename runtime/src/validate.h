@@ -1,4 +1,7 @@
-// Validation of a call's tensors, before any work. Every failure throws
+// Validation of a call's tensors, before any work, with no device I/O: the
+// tensors' sizes, dtypes, strides and memory (through their backend's
+// description of it), and the level tables' contents once the call layer
+// has them in host memory. Every failure throws
 // msda::Error("msda: <tensor>: <what was expected>").
 #pragma once
 
@@ -7,15 +10,13 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <string>
 #include <vector>
 
-#include "cuda.h"
-#include "opencl.h"
+#include "backends/backend.h"
+#include "buffers.h"
+#include "errors.h"
 
 namespace msda::detail {
-
-[[noreturn]] void fail(const std::string &tensor, const std::string &what);
 
 // A level table's column: up to kInline entries in the object itself (the
 // checks of a call with up to 64 levels allocate nothing: Plan's promise),
@@ -49,14 +50,14 @@ struct LevelTable {
 struct CheckedCall {
     ProblemSize size;
     LevelTable levels;
-    // Where the call computes: Options::device for host tensors, OpenCL or
-    // CUDA for tensors on such a device (device_tensors), on `queue` (OpenCL)
-    // or `stream` (CUDA).
+    // Where the call computes: Options::device for host tensors, the
+    // device of its tensors otherwise (device_tensors), on `queue`.
     Device device = Device::cpu;
+    const Backend *backend = nullptr;
     bool device_tensors = false;
-    opencl::Queue queue;
-    cuda::Stream stream;
-    opencl::Pool *pool = nullptr;  // a Plan's device buffers for host tensors, or null
+    int ordinal = -1;  // the device tensors' device_id, -1 for host tensors
+    Queue queue;
+    DevicePool *pool = nullptr;  // a Plan's device buffers for host tensors, or null
 };
 
 // The options a checked call runs with: the caller's, on the call's device.
@@ -65,25 +66,28 @@ inline Options run_options(const CheckedCall &call, Options options) {
     return options;
 }
 
-// Throws msda::Error, saying why, when no CUDA device can run a call.
-void require_cuda_device();
-
-// The host address of a host tensor's first element.
-inline char *host_address(const TensorView &t) { return static_cast<char *>(t.data) + t.byte_offset; }
-
-// The elements a tensor's strides reach from its first one: [low, high].
-struct Reach {
-    std::int64_t low = 0, high = 0;
+// The level tables as host tensors: the caller's, or their elements read
+// back from the device by the call layer.
+struct HostTables {
+    TensorView spatial_shapes, level_start_index;
 };
-Reach reach_of(const TensorView &t);
 
 // Outputs::required for a call; Outputs::if_present to size a call before
 // its outputs exist (ProblemSize::of), checking only the outputs given.
 enum class Outputs { required, if_present };
-CheckedCall check_forward(const ForwardArgs &args, const Options &options,
-                          Outputs outputs = Outputs::required);
-CheckedCall check_backward(const BackwardArgs &args, const Options &options,
-                           Outputs outputs = Outputs::required);
+
+// First: the options, and the device every tensor is on (the call's
+// backend; its queue is the call layer's to resolve).
+CheckedCall locate_call(const ForwardArgs &args, const Options &options);
+CheckedCall locate_call(const BackwardArgs &args, const Options &options);
+// A level table on the call's device, before it is read back: its rank,
+// dtype and memory.
+void check_table_view(const TensorView &t, const char *name, const CheckedCall &call);
+// Then everything else, with the level tables in host memory.
+void check_call(const ForwardArgs &args, const Options &options, const HostTables &tables, CheckedCall &call,
+                Outputs outputs);
+void check_call(const BackwardArgs &args, const Options &options, const HostTables &tables, CheckedCall &call,
+                Outputs outputs);
 
 // Sizes and options a plan can be made for (dtype support, ranges).
 void check_plan(const ProblemSize &size, const Options &options);

@@ -1,5 +1,6 @@
 // The C++ API from an installed msda: one level of 2x2 pixels, where the
 // answers can be worked out by hand.
+#include <msda/diagnostics.hpp>
 #include <msda/msda.hpp>
 
 #include <cmath>

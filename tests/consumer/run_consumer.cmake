@@ -58,7 +58,8 @@ if (NM)
         msda_default_options msda_contiguous msda_forward msda_backward msda_plan_create
         msda_plan_destroy msda_plan_workspace_size msda_plan_forward msda_plan_backward
         msda_set_num_threads msda_last_error msda_cached_workspace_bytes msda_release_cached_workspace
-        msda_version msda_cpu_target msda_opencl_queue msda_release_opencl_context msda_release_cuda_context)
+        msda_version msda_cpu_target msda_opencl_queue msda_release_opencl_context msda_release_cuda_context
+        msda_abi_version)
     set(unexpected "")
     set(exported_c_functions "")
     foreach (line IN LISTS exports)

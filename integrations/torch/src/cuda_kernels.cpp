@@ -21,7 +21,7 @@ msda::Options on_the_current_stream(msda::Options options, const at::Tensor &val
     // is 0; msda reads a null stream as its own, which it waits for, so
     // the legacy stream is named by its handle (CU_STREAM_LEGACY).
     if (stream == nullptr) stream = reinterpret_cast<void *>(std::uintptr_t{1});
-    options.cuda_stream = stream;
+    options.device_context.queue = stream;
     return options;
 }
 

@@ -32,6 +32,16 @@ typedef enum msda_dtype {
 #define MSDA_DEVICE_TYPE_CUDA 2
 #define MSDA_DEVICE_TYPE_OPENCL 4
 
+/* Versioned structs: msda_tensor and msda_options begin with struct_size,
+ * the bytes of the struct as the caller's header declares it
+ * (msda_contiguous and msda_default_options set it; 0, as in a zeroed
+ * struct, means this first versioned layout). A later msda that adds
+ * fields at the end reads only the fields within struct_size and gives the
+ * others their defaults, so a caller built against an older header keeps
+ * working; a struct_size larger than this library knows is refused. The
+ * argument structs hold their tensors one after the other, each of the
+ * size value.struct_size says. */
+
 /* Strides in elements. data == NULL with rank == 0 means absent.
  * device_type: MSDA_DEVICE_TYPE_CPU (0, as in a zeroed struct, means the
  * same): data + byte_offset is the first element's address;
@@ -39,6 +49,7 @@ typedef enum msda_dtype {
  * ordinal; MSDA_DEVICE_TYPE_OPENCL: data is the cl_mem, byte_offset where
  * the first element is in it (msda::TensorView). */
 typedef struct msda_tensor {
+    size_t struct_size; /* sizeof(msda_tensor), or 0 */
     void *data;
     msda_dtype dtype;
     int rank;
@@ -71,7 +82,16 @@ typedef enum msda_sample_order {
 
 typedef enum msda_device { MSDA_DEVICE_CPU = 0, MSDA_DEVICE_OPENCL = 1, MSDA_DEVICE_CUDA = 2 } msda_device;
 
+/* The context and queue (or stream) of a call on a device, both NULL for
+ * msda's own (msda::DeviceContext in msda/device.hpp): OpenCL takes a
+ * cl_command_queue as queue, CUDA a CUcontext and a CUstream. */
+typedef struct msda_device_context {
+    void *context;
+    void *queue;
+} msda_device_context;
+
 typedef struct msda_options {
+    size_t struct_size; /* sizeof(msda_options), or 0 */
     msda_operator op;
     msda_rounding rounding; /* GKA only */
     msda_value_layout value_layout;
@@ -86,9 +106,7 @@ typedef struct msda_options {
     msda_device device; /* where the call computes (msda::Device) */
     int atomic_grad_value; /* non-zero: OpenCL and CUDA sum grad_value by float atomics
                               (msda::Options::deterministic = false) */
-    void *opencl_queue;    /* a cl_command_queue, or NULL for msda's own (msda::Options::opencl_queue) */
-    void *cuda_context;    /* a CUcontext, or NULL (msda::Options::cuda_context) */
-    void *cuda_stream;     /* a CUstream, or NULL for msda's own (msda::Options::cuda_stream) */
+    msda_device_context device_context; /* msda::Options::device_context */
 } msda_options;
 
 typedef struct msda_forward_args {
@@ -145,6 +163,9 @@ msda_status msda_opencl_queue(void **context, void **queue, void **device);
 msda_status msda_release_opencl_context(void *queue);
 /* Before destroying a CUDA context msda ran in (msda::release_cuda_context). */
 msda_status msda_release_cuda_context(void *context);
+/* The layout version of the structs this library reads (1: the first with
+ * struct_size), for a caller that loads msda at run time. */
+int msda_abi_version(void);
 /* The message of this thread's last failed call ("" if none). */
 const char *msda_last_error(void);
 

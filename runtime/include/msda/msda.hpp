@@ -1,6 +1,9 @@
-// msda: multi-scale deformable attention on CPUs, compiled ahead of time
-// from Halide pipelines. This is the whole C++ API; see README.md and the
-// SPEC for what each operator computes.
+// msda: multi-scale deformable attention, compiled ahead of time from Halide
+// pipelines. This is the core C++ API: errors, dtypes, tensors, options,
+// arguments, Plan, forward and backward. Device contexts are in
+// <msda/device.hpp> (included), diagnostics (the CPU report, devices,
+// compiled variants) in <msda/diagnostics.hpp>. See README.md and the SPEC
+// for what each operator computes.
 #pragma once
 
 #include <cstddef>
@@ -11,11 +14,9 @@
 #include <string>
 #include <vector>
 
-namespace msda {
+#include <msda/device.hpp>
 
-namespace detail::opencl {
-class Pool;
-}
+namespace msda {
 
 // Every failure (bad input, a failure inside generated code, an allocation
 // failure) is reported as msda::Error. The message names the tensor and what
@@ -115,7 +116,7 @@ enum class SampleOrder : int { automatic = 0, by_level = 1, by_query = 2 };
 
 // Where a call computes, for host tensors. cpu: this library's CPU code.
 // opencl: its OpenCL code (the GPU schedule family) on the OpenCL device of
-// the call's queue (Options::opencl_queue): the host tensors are copied to
+// the call's queue (Options::device_context): the host tensors are copied to
 // the device as the call starts and its results copied back before it
 // returns, so they are in the output tensors when it returns; the device
 // memory is freed then (a Plan keeps it for its next call).
@@ -130,7 +131,7 @@ enum class SampleOrder : int { automatic = 0, by_level = 1, by_query = 2 };
 // from run to run.
 // cuda: its CUDA code (the same GPU family, compiled to PTX for compute
 // capability 8.6, which the CUDA driver compiles for its GPU on first use)
-// on the device of Options::cuda_context or cuda_stream, else device
+// on the device of Options::device_context's context or stream, else device
 // HL_GPU_DEVICE (0 when unset): host tensors are copied to the device and
 // back as for opencl. Tensors on a CUDA device always run the CUDA code, on
 // their device (docs/cuda.md: the context, the stream and what is done when
@@ -162,26 +163,9 @@ struct Options {
     // fixed point, with integer atomic adds whose order cannot change the
     // bits (docs/cuda.md). The CPU code is deterministic whatever this says.
     bool deterministic = true;
-    // OpenCL: the command queue (a cl_command_queue, in order) the call's
-    // work is enqueued on; its context is the one the device tensors' cl_mem
-    // belong to and its device the one that computes. nullptr: msda's own
-    // queue (opencl_queue()). msda does not retain the queue: the caller
-    // keeps it alive during the call (and, for a Plan, while the plan holds
-    // device buffers in its context). The call waits for the queue where it
-    // copies between host and device itself (docs/opencl.md).
-    void *opencl_queue = nullptr;
-    // CUDA: the context (a CUcontext) the call runs in, and the stream (a
-    // CUstream) its work is enqueued on; the stream may be a stream of the
-    // context, or CUDA's CU_STREAM_LEGACY or CU_STREAM_PER_THREAD handle.
-    // cuda_context nullptr: the context of cuda_stream, or else the primary
-    // context of the call's device (the one the CUDA runtime API and
-    // PyTorch use). cuda_stream nullptr: msda's own use of that context's
-    // default stream, which a call on device tensors waits for before it
-    // returns; a stream given: the work is enqueued on it, and a call on
-    // device tensors returns without waiting (docs/cuda.md). msda retains
-    // neither: the caller keeps them alive during the call.
-    void *cuda_context = nullptr;
-    void *cuda_stream = nullptr;
+    // The context and queue (or stream) of a call on OpenCL or CUDA
+    // (<msda/device.hpp>); both null: msda's own.
+    DeviceContext device_context;
 };
 
 // The tensors of one forward call. Shapes are those of the chosen layouts;
@@ -263,9 +247,12 @@ public:
     const Options &options() const { return options_; }
 
 private:
+    // What the plan prepared: the functions it runs, its workspace layout,
+    // its policy decisions and its device buffers (shared by copies).
+    class Prepared;
     ProblemSize size_;
     Options options_;
-    std::shared_ptr<detail::opencl::Pool> device_buffers_;
+    std::shared_ptr<const Prepared> prepared_;
 };
 
 // One-shot calls: plan, take a workspace, run. The workspace comes from a
@@ -301,117 +288,5 @@ int num_threads();
 
 // The library's version, "major.minor.patch".
 const char *version();
-
-// One of the targets this build compiled (x86-64 or 64-bit ARM).
-struct CompiledTarget {
-    std::string name;           // avx512_zen4, avx2 or x86-64 (MSDA_X86_TARGET's names);
-                                // arm_fp16 or arm-64 (MSDA_ARM_TARGET's)
-    std::string halide_target;  // the Halide target it was compiled for
-    std::vector<std::string> features;  // the CPU features its code may use
-    std::vector<std::string> missing;   // those this CPU lacks; empty when it can run it
-};
-
-// Which compiled code this process runs, and why. msda decides from the
-// CPU's own words: on x86-64 cpuid and xgetbv (a feature counts only when
-// the OS has also enabled its registers' state), on ARM the AT_HWCAP word
-// Linux gives the process; the best compiled target whose every feature
-// this CPU has, capped by the environment variable MSDA_X86_TARGET
-// (avx512_zen4, avx2 or x86-64; MSDA_ARM_TARGET on ARM: arm_fp16 or arm-64)
-// when it is set. A cap above what the CPU can run is an error: every call
-// then throws it.
-struct CpuDispatch {
-    std::string family;                   // the target family of this library's code: x86 or arm
-    std::string cpu;                      // vendor, family, model, stepping and name
-    std::vector<CompiledTarget> targets;  // best first
-    std::string selected;                 // the target calls run; empty when they fail
-    std::string reason;                   // why that one: what the better targets need
-    std::string cap_variable;             // MSDA_X86_TARGET or MSDA_ARM_TARGET
-    std::string cap;                      // its value, empty when unset
-    std::string error;                    // why every call fails, when one does
-    std::string cpuid;                    // the words read: cpuid leaves, or AT_HWCAP (msda info --cpuid)
-    // A core's caches, which the automatic relayout and sample order size
-    // their working sets against (Linux's sysfs; 48 KiB and 2 MiB where it
-    // says nothing), and where they were read.
-    std::int64_t l1_data_cache_bytes = 0, l2_cache_bytes = 0;
-    std::string caches;
-};
-CpuDispatch cpu_dispatch();
-
-// The OpenCL devices this machine has (msda info lists them), read through
-// the ICD loader (libOpenCL.so.1) as Halide's OpenCL runtime reads them
-// (opencl_queue() says which one msda's own queue is on). error says why
-// there are none.
-struct OpenClDevice {
-    std::string platform, platform_version;
-    std::string name, version;
-    std::string type;   // CPU, GPU, accelerator or other
-    bool fp16 = false;  // cl_khr_fp16
-};
-struct OpenClReport {
-    std::vector<OpenClDevice> devices;
-    std::string error;
-};
-OpenClReport opencl_devices();
-
-// The CUDA devices this machine has (msda info lists them), read through
-// the CUDA driver (libcuda.so.1) as Halide's CUDA runtime reads it. error
-// says why there are none (no driver, no device).
-struct CudaDevice {
-    std::string name;
-    int compute_major = 0, compute_minor = 0;  // compute capability
-    std::int64_t memory_bytes = 0;
-};
-struct CudaReport {
-    std::vector<CudaDevice> devices;
-    std::string driver_version;  // e.g. "12.4", empty without a driver
-    std::string error;
-};
-CudaReport cuda_devices();
-
-// msda's own OpenCL context and queue (created on first use as Halide's
-// OpenCL runtime creates its own: the first platform, its device with the
-// most compute units; HL_OCL_PLATFORM_NAME, HL_OCL_DEVICE_TYPE and
-// HL_GPU_DEVICE choose another): the calls without Options::opencl_queue run on them, so device
-// tensors for such calls are cl_mem of this context. The handles stay
-// msda's (do not release them). Throws msda::Error when there is no OpenCL
-// device or this build has no OpenCL code.
-struct OpenClQueue {
-    void *context = nullptr;  // cl_context
-    void *queue = nullptr;    // cl_command_queue
-    void *device = nullptr;   // cl_device_id
-};
-OpenClQueue opencl_queue();
-
-// msda compiles its OpenCL kernels once per context and keeps them. Before
-// destroying a context it has run on (through Options::opencl_queue), give
-// msda one of its queues here: msda waits for that queue, then releases
-// what it compiled for the context.
-void release_opencl_context(void *queue);
-
-// msda compiles its CUDA kernels once per context and keeps them, with the
-// device memory Halide's CUDA runtime keeps for reuse there. Before
-// destroying a context msda has run in (Options::cuda_context), give it
-// here: msda waits for the context's work, then releases both.
-void release_cuda_context(void *context);
-
-// One generated function of this library (msda info --variants lists them):
-// each is compiled for every target of the library's family (cpu_dispatch's
-// targets), and a call runs the one that serves its sizes and dtypes.
-struct CompiledVariant {
-    std::string name;    // its function, e.g. msda_forward_c32
-    std::string family;  // the target family it was compiled for: x86 or arm, opencl or cuda
-    std::string kind;    // forward, grad_value, grad_sample (both per-sample gradients),
-                         // grad_attention_weights, grad_sampling_locations, or relayout
-                         // (value copied between layouts); on OpenCL and CUDA also
-                         // grad_value_atomic (Options::deterministic = false) and, on
-                         // OpenCL, grad_value_serial (the deterministic grad_value of
-                         // devices without 64-bit integer atomics)
-    Operator op;         // msda or gka (relayout: msda)
-    DType dtype;            // storage of value, weights, outputs and their gradients
-    DType locations_dtype;  // storage of sampling_locations and its gradient
-    int channels;        // compile-time C_h, 0 for any
-    int levels, points;  // compile-time N_l and N_p (the CPU family: its by-query walk), 0 for any
-};
-std::vector<CompiledVariant> compiled_variants();
 
 }  // namespace msda

@@ -20,8 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "dispatch.h"
-#include "validate.h"
+#include <msda/diagnostics.hpp>
+
+#include "errors.h"
 
 namespace msda {
 
@@ -264,23 +265,23 @@ private:
 
 }  // namespace
 
-Stream call_stream(const Options &options, int device) {
+Stream call_stream(const DeviceContext &given, int device) {
     const Driver &d = loaded_driver();
     install_hooks();
     Stream stream;
-    stream.stream = options.cuda_stream;
-    stream.own = options.cuda_stream == nullptr;
-    if (options.cuda_context != nullptr) {
-        stream.context = options.cuda_context;
-    } else if (names_its_context(options.cuda_stream)) {
-        const CUresult result = d.stream_context(options.cuda_stream, &stream.context);
-        if (result != 0) fail("options.cuda_stream", "is no CUDA stream (" + error_text(result) + ")");
+    stream.stream = given.queue;
+    stream.own = given.queue == nullptr;
+    if (given.context != nullptr) {
+        stream.context = given.context;
+    } else if (names_its_context(given.queue)) {
+        const CUresult result = d.stream_context(given.queue, &stream.context);
+        if (result != 0) fail("options.device_context.queue", "is no CUDA stream (" + error_text(result) + ")");
     }
     if (stream.context != nullptr) {
-        stream.device = context_device(stream.context, options.cuda_context ? "options.cuda_context"
-                                                                            : "options.cuda_stream's context");
+        stream.device = context_device(stream.context, given.context ? "options.device_context.context"
+                                                                            : "options.device_context.queue's context");
         if (device >= 0 && device != stream.device) {
-            fail(options.cuda_context ? "options.cuda_context" : "options.cuda_stream",
+            fail(given.context ? "options.device_context.context" : "options.device_context.queue",
                  "is on CUDA device " + std::to_string(stream.device) + ", but the call's tensors are on device " +
                      std::to_string(device));
         }
@@ -288,12 +289,12 @@ Stream call_stream(const Options &options, int device) {
         stream.device = device >= 0 ? device : default_device();
         stream.context = primary_context(stream.device);
     }
-    if (options.cuda_context != nullptr && names_its_context(options.cuda_stream)) {
+    if (given.context != nullptr && names_its_context(given.queue)) {
         CUcontext of_stream = nullptr;
-        const CUresult result = d.stream_context(options.cuda_stream, &of_stream);
-        if (result != 0) fail("options.cuda_stream", "is no CUDA stream (" + error_text(result) + ")");
+        const CUresult result = d.stream_context(given.queue, &of_stream);
+        if (result != 0) fail("options.device_context.queue", "is no CUDA stream (" + error_text(result) + ")");
         if (of_stream != stream.context) {
-            fail("options.cuda_stream", "belongs to another CUDA context than options.cuda_context");
+            fail("options.device_context.queue", "belongs to another CUDA context than options.device_context.context");
         }
     }
     return stream;
@@ -393,7 +394,7 @@ void release_cuda_context(void *context) {
         throw Error("msda: release_cuda_context: waiting for the context failed with " + error_text(result));
     }
     detail::CallContext call;
-    call.cu_context = context;
+    call.context = context;
     halide_device_release(&call, halide_cuda_device_interface());
     if (!call.message.empty()) throw Error("msda: release_cuda_context failed: " + call.message);
 #else
@@ -417,8 +418,8 @@ namespace {
 
 int acquire_context(void *user_context, void **context, bool create) {
     const auto *call = static_cast<const msda::detail::CallContext *>(user_context);
-    if (call != nullptr && call->cu_context != nullptr) {
-        *context = call->cu_context;
+    if (call != nullptr && call->context != nullptr) {
+        *context = call->context;
         return 0;
     }
     if (!create) {
@@ -426,7 +427,7 @@ int acquire_context(void *user_context, void **context, bool create) {
         return 0;
     }
     try {
-        *context = msda::detail::cuda::call_stream(msda::Options{}, -1).context;
+        *context = msda::detail::cuda::call_stream(msda::DeviceContext{}, -1).context;
         return 0;
     } catch (const msda::Error &error) {
         if (user_context != nullptr) static_cast<msda::detail::CallContext *>(user_context)->message += error.what();
@@ -438,7 +439,7 @@ int release_context(void *) { return 0; }
 
 int get_stream(void *user_context, void *, void **stream) {
     const auto *call = static_cast<const msda::detail::CallContext *>(user_context);
-    *stream = call != nullptr ? call->cu_stream : nullptr;
+    *stream = call != nullptr ? call->queue : nullptr;
     return 0;
 }
 

@@ -10,6 +10,8 @@
 
 #include <msda/msda.hpp>
 
+#include "backends/backend.h"
+
 #include <cstddef>
 #include <cstdint>
 
@@ -22,18 +24,18 @@ struct Stream {
     void *context = nullptr;  // CUcontext
     void *stream = nullptr;   // CUstream; null: the context's legacy default stream
     int device = 0;           // the context's device ordinal
-    bool own = false;         // no Options::cuda_stream: calls on device tensors wait for it
+    bool own = false;         // no stream given: calls on device tensors wait for it
 };
 
 // The call's context and stream. `device`: the ordinal of the call's device
 // tensors, or -1 for host tensors (Device::cuda), which run on the device
-// of Options::cuda_context or Options::cuda_stream when one is given, else
+// of Options::device_context's context or stream when one is given, else
 // on HL_GPU_DEVICE's (0 when it is unset). The context is
-// Options::cuda_context, else Options::cuda_stream's, else the device's
+// the given context, else the given stream's, else the device's
 // primary context (the one the CUDA runtime API and PyTorch use). Throws
 // msda::Error saying why there is none (no driver, no device, a stream of
 // another context).
-Stream call_stream(const Options &options, int device);
+Stream call_stream(const DeviceContext &given, int device);
 
 // What a device pointer is: the allocation it lies in (bytes [base, base +
 // size)) and that allocation's device. Throws msda::Error naming the

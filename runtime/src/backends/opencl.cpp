@@ -20,7 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "dispatch.h"
+#include "errors.h"
+#include <msda/diagnostics.hpp>
 
 namespace msda {
 
@@ -303,8 +304,11 @@ thread_local bool holds_runtime_lock = false;
 
 }  // namespace
 
-Queue call_queue(const Options &options) {
-    if (options.opencl_queue == nullptr) {
+Queue call_queue(const DeviceContext &given) {
+    if (given.queue == nullptr) {
+        if (given.context != nullptr) {
+            fail("options.device_context.context", "is set without a queue; OpenCL takes the queue, whose context it is");
+        }
         std::string message;
         const Queue queue = own_queue(message);
         if (queue.queue == nullptr) throw Error("msda: OpenCL: " + message);
@@ -314,17 +318,20 @@ Queue call_queue(const Options &options) {
     std::string message;
     if (!halide_loaded(message)) throw Error("msda: OpenCL: " + message);
     Queue queue;
-    queue.queue = options.opencl_queue;
+    queue.queue = given.queue;
     std::uint64_t properties = 0;
     const cl_int error = info(l.queue_info, queue.queue, kQueueContext, queue.context);
     if (error != 0 || info(l.queue_info, queue.queue, kQueueDevice, queue.device) != 0 ||
         info(l.queue_info, queue.queue, kQueueProperties, properties) != 0) {
-        fail("options.opencl_queue", "is no OpenCL command queue (clGetCommandQueueInfo failed with OpenCL error " +
+        fail("options.device_context.queue", "is no OpenCL command queue (clGetCommandQueueInfo failed with OpenCL error " +
                                          std::to_string(error) + ")");
     }
     if (properties & kQueueOutOfOrder) {
-        fail("options.opencl_queue",
+        fail("options.device_context.queue",
              "is an out-of-order queue; msda orders its work by the queue, so it needs an in-order one");
+    }
+    if (given.context != nullptr && given.context != queue.context) {
+        fail("options.device_context.context", "is not the context of options.device_context.queue");
     }
     return queue;
 }
@@ -463,15 +470,15 @@ void detach(void *user_context, halide_buffer_t *buffer) {
 namespace msda {
 
 OpenClQueue opencl_queue() {
-    const detail::opencl::Queue queue = detail::opencl::call_queue(Options{});
+    const detail::opencl::Queue queue = detail::opencl::call_queue(DeviceContext{});
     return {queue.context, queue.queue, queue.device};
 }
 
 void release_opencl_context(void *queue) {
 #if MSDA_OPENCL
-    Options options;
-    options.opencl_queue = queue;
-    const detail::opencl::Queue checked = detail::opencl::call_queue(options);
+    DeviceContext given;
+    given.queue = queue;
+    const detail::opencl::Queue checked = detail::opencl::call_queue(given);
     const std::int32_t finished = detail::opencl::finish(checked);
     if (finished != 0) {
         throw Error("msda: release_opencl_context: waiting for the queue failed with OpenCL error " +
@@ -479,8 +486,8 @@ void release_opencl_context(void *queue) {
     }
     detail::install_error_handler();
     detail::CallContext context;
-    context.cl_context = checked.context;
-    context.cl_queue = checked.queue;
+    context.context = checked.context;
+    context.queue = checked.queue;
     halide_device_release(&context, halide_opencl_device_interface());
     detail::opencl::release_leftover_lock();  // its error paths return holding it
     if (!context.message.empty()) throw Error("msda: release_opencl_context failed: " + context.message);
@@ -497,7 +504,7 @@ void release_opencl_context(void *queue) {
 // hooks around each of its operations (kernel launch, copy, allocation).
 // msda's replace its default ones: a call's generated code gets the call's
 // CallContext as user_context, which names the caller's queue when
-// Options::opencl_queue gave one; otherwise (and for Halide's own calls
+// Options::device_context gave one; otherwise (and for Halide's own calls
 // without a user_context) msda's own. Halide's operations are serialized
 // by one lock, taken here and released by the matching release.
 extern "C" int halide_acquire_cl_context(void *user_context, void **context, void **queue, bool create) {
@@ -505,9 +512,9 @@ extern "C" int halide_acquire_cl_context(void *user_context, void **context, voi
     opencl::runtime_lock().lock();
     opencl::holds_runtime_lock = true;
     const auto *call = static_cast<const CallContext *>(user_context);
-    if (call != nullptr && call->cl_queue != nullptr) {
-        *context = call->cl_context;
-        *queue = call->cl_queue;
+    if (call != nullptr && call->queue != nullptr) {
+        *context = call->context;
+        *queue = call->queue;
         return 0;
     }
     opencl::Own &state = opencl::own();

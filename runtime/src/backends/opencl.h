@@ -8,6 +8,8 @@
 
 #include <msda/msda.hpp>
 
+#include "backends/backend.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -17,17 +19,14 @@ struct halide_buffer_t;
 
 namespace msda::detail::opencl {
 
-// The queue a call runs on, with its context and device.
-struct Queue {
-    void *context = nullptr;
-    void *queue = nullptr;
-    void *device = nullptr;
-    bool own = false;  // msda's own (opencl_queue()), which calls finish before they return
-};
+// The queue a call runs on, with its context and device (own: msda's own,
+// opencl_queue(), which calls on device tensors finish before they return).
+using Queue = detail::Queue;
 
-// options.opencl_queue (checked: a valid, in-order queue), else msda's own,
-// created on first use. Throws msda::Error saying why there is none.
-Queue call_queue(const Options &options);
+// The caller's queue (checked: a valid, in-order queue, whose context is
+// given.context where that is set), else msda's own, created on first use.
+// Throws msda::Error saying why there is none.
+Queue call_queue(const DeviceContext &given);
 
 // What a cl_mem is: its size in bytes, its context, and the buffer it is a
 // sub-buffer of (itself when it is none) with its offset there.
@@ -70,12 +69,12 @@ void release_leftover_lock();
 // takes one per host tensor (a buffer of exactly the size it needs, made
 // when none is free), the generated code copies the tensor into it, and the
 // call gives it back as it ends. Released with the plan.
-class Pool {
+class Pool final : public DevicePool {
 public:
     Pool() = default;
     Pool(const Pool &) = delete;
     Pool &operator=(const Pool &) = delete;
-    ~Pool();
+    ~Pool() override;
     // A buffer of `bytes` in the queue's context, or null (no memory).
     void *take(const Queue &queue, std::uint64_t bytes);
     void give(const Queue &queue, void *memory, std::uint64_t bytes);
