@@ -141,96 +141,168 @@ foreach (target IN LISTS MSDA_CPU_TARGETS)
 endforeach ()
 add_halide_runtime(msda_halide_runtime TARGETS ${_msda_runtime_targets})
 
-# The variants the runtime can dispatch to; msda_variants.h lists them.
+# The variants the runtime can dispatch to (schedules/variants.cmake lists
+# them, one msda_variant row each): MSDA_VARIANTS holds the names of those
+# this tree builds, MSDA_VARIANT_ENTRY_<name> each one's line of
+# msda_variants.h; MSDA_VARIANT_ROWS every row's name, in or out of this tree.
 set_property(GLOBAL PROPERTY MSDA_VARIANTS "")
+set_property(GLOBAL PROPERTY MSDA_VARIANT_ROWS "")
+set_property(GLOBAL PROPERTY MSDA_SCHEDULE_CONFIGS "")
 
-# msda_add_variant(NAME GENERATOR gen KIND kind CHANNELS c
-#                  [DTYPE f32|f16|bf16] [LOCATIONS f32|f16|bf16] [PARAMS ...])
-#   KIND: forward | grad_value | grad_value_atomic (the GPU family's float
-#         atomic scatter, Options::deterministic = false) | grad_value_serial
-#         (OpenCL: the deterministic scatter for devices without 64-bit
-#         integer atomics) | grad_sample | grad_attention_weights
-#         | grad_sampling_locations | relayout (a value-shaped copy between
-#         layouts; takes DTYPE only)
-#   CHANNELS: the compile-time C_h, 0 for any.
-#   DTYPE: the storage of value, attention_weights, output, grad_output and
-#          their gradients; LOCATIONS: of sampling_locations and its
-#          gradient. Both default to f32.
-#   OP: msda (default) or gka.
-#   LEVELS, POINTS: a compile-time N_l and N_p (forward and grad_sample
-#          only): the variant walks the samples query by query
-#          (Options::sample_order) and requires canonical strides on the
-#          (l, p) dimensions of sampling_locations, attention_weights and
-#          their gradients. Default 0: any.
-#   FAMILY: the build's CPU family (default: MSDA_CPU_FAMILY's targets),
-#          opencl (MSDA_OPENCL_TARGET) or cuda (MSDA_CUDA_TARGET).
-#   GPU_FEATURES: Halide target features this variant's GPU code needs
-#          beyond its family's target (e.g. cl_atomics64).
-function(msda_add_variant NAME)
-    cmake_parse_arguments(ARG "" "GENERATOR;KIND;CHANNELS;DTYPE;LOCATIONS;OP;LEVELS;POINTS;FAMILY"
-                          "PARAMS;GPU_FEATURES" ${ARGN})
-    if (NOT ARG_FAMILY)
-        set(ARG_FAMILY ${MSDA_CPU_FAMILY})
+# msda_schedule_config(NAME [PARAM=VALUE ...]): a named set of schedule knob
+# values (the generators' GeneratorParams: query_tile, vector_width), which
+# a variant row names in its config column. Defined once each.
+function(msda_schedule_config NAME)
+    get_property(configs GLOBAL PROPERTY MSDA_SCHEDULE_CONFIGS)
+    if (NAME IN_LIST configs)
+        message(FATAL_ERROR "msda_schedule_config(${NAME}): defined twice")
     endif ()
-    if (ARG_FAMILY STREQUAL "opencl")
+    foreach (param IN LISTS ARGN)
+        if (NOT param MATCHES "^[a-z_]+=[^ ]+$")
+            message(FATAL_ERROR "msda_schedule_config(${NAME}): \"${param}\" is not a PARAM=VALUE")
+        endif ()
+    endforeach ()
+    set_property(GLOBAL APPEND PROPERTY MSDA_SCHEDULE_CONFIGS ${NAME})
+    set_property(GLOBAL PROPERTY MSDA_SCHEDULE_CONFIG_${NAME} ${ARGN})
+endfunction()
+
+# msda_variant(function op kind dtype locations channels levels points family
+#              config set): one row of schedules/variants.cmake, one
+# generated function (the columns are described there). Checks the row,
+# refuses a second row of the same name or the same key (family, op, kind,
+# dtypes, channels, levels, points: the runtime could call only one), and
+# builds the function's library when this tree has its family and set.
+#   kind decides the generator and its part (forward: msda_forward;
+#   relayout: msda_relayout; the others msda_backward with part=value for
+#   the grad_value kinds, sample, attention_weights or sampling_locations);
+#   grad_value_atomic sums with sum=float32_atomic, and a GPU family's
+#   grad_value (deterministic) with sum=fixed_point, which on OpenCL needs
+#   64-bit integer atomics (the cl_atomics64 target feature; devices
+#   without them run grad_value_serial).
+function(msda_variant NAME OP KIND DTYPE LOCATIONS CHANNELS LEVELS POINTS FAMILY CONFIG SET)
+    set(row "msda_variant(${NAME})")
+    if (ARGN)
+        message(FATAL_ERROR "${row}: more columns than the table's eleven: ${ARGN}")
+    endif ()
+    if (NOT NAME MATCHES "^[a-z][a-z0-9_]*$")
+        message(FATAL_ERROR "${row}: a generated function's name is [a-z0-9_]")
+    endif ()
+    set(kinds forward grad_value grad_value_atomic grad_value_serial grad_sample grad_attention_weights
+              grad_sampling_locations relayout)
+    if (NOT OP MATCHES "^(msda|gka)$")
+        message(FATAL_ERROR "${row}: op \"${OP}\" is neither msda nor gka")
+    endif ()
+    if (NOT KIND IN_LIST kinds)
+        message(FATAL_ERROR "${row}: kind \"${KIND}\" is none of ${kinds}")
+    endif ()
+    if (NOT DTYPE MATCHES "^(f32|f16|bf16)$")
+        message(FATAL_ERROR "${row}: dtype \"${DTYPE}\" is none of f32, f16, bf16")
+    endif ()
+    if (NOT LOCATIONS STREQUAL "f32" AND NOT LOCATIONS STREQUAL DTYPE)
+        message(FATAL_ERROR "${row}: locations \"${LOCATIONS}\" is neither f32 nor the dtype")
+    endif ()
+    foreach (size IN ITEMS CHANNELS LEVELS POINTS)
+        if (NOT ${size} MATCHES "^(0|[1-9][0-9]*)$")
+            message(FATAL_ERROR "${row}: ${size} \"${${size}}\" is not a count (0: any)")
+        endif ()
+    endforeach ()
+    if ((LEVELS EQUAL 0) AND NOT (POINTS EQUAL 0) OR NOT (LEVELS EQUAL 0) AND (POINTS EQUAL 0))
+        message(FATAL_ERROR "${row}: levels and points are both compile-time or both 0")
+    endif ()
+    if (KIND STREQUAL "relayout" AND NOT "${OP} ${LOCATIONS} ${CHANNELS} ${LEVELS} ${POINTS}" STREQUAL
+                                         "msda ${DTYPE} 0 0 0")
+        message(FATAL_ERROR "${row}: a relayout is msda, its locations its dtype, any channels, levels and points")
+    endif ()
+    if (NOT FAMILY MATCHES "^(cpu|opencl|cuda)$")
+        message(FATAL_ERROR "${row}: family \"${FAMILY}\" is none of cpu, opencl, cuda")
+    endif ()
+    get_property(configs GLOBAL PROPERTY MSDA_SCHEDULE_CONFIGS)
+    if (NOT CONFIG IN_LIST configs)
+        message(FATAL_ERROR "${row}: config \"${CONFIG}\" is not defined (msda_schedule_config: ${configs})")
+    endif ()
+    if (NOT SET MATCHES "^(concurrency|full)$")
+        message(FATAL_ERROR "${row}: set \"${SET}\" is neither concurrency nor full")
+    endif ()
+
+    get_property(rows GLOBAL PROPERTY MSDA_VARIANT_ROWS)
+    if (NAME IN_LIST rows)
+        message(FATAL_ERROR "${row}: a second row of that name")
+    endif ()
+    set(key "${FAMILY} ${OP} ${KIND} ${DTYPE} ${LOCATIONS} ${CHANNELS} ${LEVELS} ${POINTS}")
+    string(MAKE_C_IDENTIFIER "${key}" key_id)
+    get_property(holder GLOBAL PROPERTY MSDA_VARIANT_KEY_${key_id})
+    if (holder)
+        message(FATAL_ERROR "${row}: the same key (family op kind dtype locations channels levels points: ${key}) "
+                            "as msda_variant(${holder}); the runtime could call only one")
+    endif ()
+    set_property(GLOBAL PROPERTY MSDA_VARIANT_KEY_${key_id} ${NAME})
+    set_property(GLOBAL APPEND PROPERTY MSDA_VARIANT_ROWS ${NAME})
+
+    # This tree's rows: its set, and the GPU families it builds.
+    if (SET STREQUAL "full" AND NOT MSDA_VARIANT_SET STREQUAL "full")
+        return()
+    endif ()
+    if ((FAMILY STREQUAL "opencl" AND NOT MSDA_OPENCL) OR (FAMILY STREQUAL "cuda" AND NOT MSDA_CUDA))
+        return()
+    endif ()
+
+    if (FAMILY STREQUAL "opencl")
         set(targets ${MSDA_OPENCL_TARGET})
-    elseif (ARG_FAMILY STREQUAL "cuda")
+    elseif (FAMILY STREQUAL "cuda")
         set(targets ${MSDA_CUDA_TARGET})
-    elseif (ARG_FAMILY STREQUAL MSDA_CPU_FAMILY)
-        set(targets ${MSDA_CPU_TARGETS})
     else ()
-        message(FATAL_ERROR "msda_add_variant(${NAME}): FAMILY ${ARG_FAMILY} is neither ${MSDA_CPU_FAMILY}, opencl nor cuda")
+        set(targets ${MSDA_CPU_TARGETS})
+        set(FAMILY ${MSDA_CPU_FAMILY})
     endif ()
     if (_msda_sanitizer_suffix)
         list(TRANSFORM targets APPEND "${_msda_sanitizer_suffix}")
     endif ()
-    if (ARG_GPU_FEATURES)
-        if (ARG_FAMILY STREQUAL MSDA_CPU_FAMILY)
-            message(FATAL_ERROR "msda_add_variant(${NAME}): GPU_FEATURES are for the opencl and cuda families")
-        endif ()
-        list(JOIN ARG_GPU_FEATURES "-" features)
-        set(targets "${targets}-${features}")
+    if (KIND STREQUAL "grad_value" AND FAMILY STREQUAL "opencl")
+        set(targets "${targets}-cl_atomics64")
     endif ()
-    if (NOT ARG_LEVELS)
-        set(ARG_LEVELS 0)
-    endif ()
-    if (NOT ARG_POINTS)
-        set(ARG_POINTS 0)
-    endif ()
-    if (NOT ARG_OP)
-        set(ARG_OP msda)
-    endif ()
-    if (NOT ARG_DTYPE)
-        set(ARG_DTYPE f32)
-    endif ()
-    if (NOT ARG_LOCATIONS)
-        set(ARG_LOCATIONS f32)
-    endif ()
+
     set(halide_type_f32 float32)
     set(halide_type_f16 float16)
     set(halide_type_bf16 bfloat16)
-    if (ARG_KIND STREQUAL "relayout")
-        set(params storage=${halide_type_${ARG_DTYPE}})
+    if (KIND STREQUAL "relayout")
+        set(generator msda_relayout)
+        set(params storage=${halide_type_${DTYPE}})
     else ()
-        set(params channels=${ARG_CHANNELS} storage=${halide_type_${ARG_DTYPE}}
-                   locations=${halide_type_${ARG_LOCATIONS}} op=${ARG_OP} levels=${ARG_LEVELS}
-                   points=${ARG_POINTS} ${ARG_PARAMS})
+        set(params channels=${CHANNELS} storage=${halide_type_${DTYPE}} locations=${halide_type_${LOCATIONS}}
+                   op=${OP} levels=${LEVELS} points=${POINTS})
+        if (KIND STREQUAL "forward")
+            set(generator msda_forward)
+        else ()
+            set(generator msda_backward)
+            string(REGEX REPLACE "^grad_" "" part "${KIND}")
+            string(REGEX REPLACE "^value_(atomic|serial)$" "value" part "${part}")
+            list(APPEND params part=${part})
+            if (KIND STREQUAL "grad_value_atomic")
+                list(APPEND params sum=float32_atomic)
+            elseif (KIND STREQUAL "grad_value" AND FAMILY MATCHES "^(opencl|cuda)$")
+                list(APPEND params sum=fixed_point)
+            endif ()
+        endif ()
     endif ()
+    get_property(config_params GLOBAL PROPERTY MSDA_SCHEDULE_CONFIG_${CONFIG})
+    list(APPEND params ${config_params})
+
     set(review_outputs "")
     if (MSDA_KEEP_STMT)
         set(review_outputs STMT ${NAME}_STMT)
     endif ()
     add_halide_library(${NAME}
         FROM msda::halide_generators::msda_generators
-        GENERATOR ${ARG_GENERATOR}
+        GENERATOR ${generator}
         FUNCTION_NAME ${NAME}
         TARGETS ${targets}
         FEATURES ${MSDA_HALIDE_FEATURES}
         USE_RUNTIME msda_halide_runtime
         PARAMS ${params}
         ${review_outputs})
-    set_property(GLOBAL APPEND PROPERTY MSDA_VARIANTS
-                 "${NAME}|${ARG_FAMILY}|${ARG_KIND}|${ARG_CHANNELS}|${ARG_DTYPE}|${ARG_LOCATIONS}|${ARG_OP}|${ARG_LEVELS}|${ARG_POINTS}")
+    set_property(GLOBAL APPEND PROPERTY MSDA_VARIANTS ${NAME})
+    set_property(GLOBAL PROPERTY MSDA_VARIANT_ENTRY_${NAME}
+        "MSDA_VARIANT(${NAME}, ${FAMILY}, ${KIND}, ${CHANNELS}, ${DTYPE}, ${LOCATIONS}, ${OP}, ${LEVELS}, ${POINTS})")
 endfunction()
 
 # Writes msda_variants.h: one X-macro line per variant (its name, the target
@@ -239,21 +311,10 @@ function(msda_write_variant_header OUT)
     get_property(variants GLOBAL PROPERTY MSDA_VARIANTS)
     set(includes "")
     set(entries "")
-    foreach (v IN LISTS variants)
-        string(REPLACE "|" ";" parts "${v}")
-        list(GET parts 0 name)
-        list(GET parts 1 family)
-        list(GET parts 2 kind)
-        list(GET parts 3 channels)
-        list(GET parts 4 dtype)
-        list(GET parts 5 locations)
-        list(GET parts 6 op)
-        list(GET parts 7 levels)
-        list(GET parts 8 points)
+    foreach (name IN LISTS variants)
+        get_property(entry GLOBAL PROPERTY MSDA_VARIANT_ENTRY_${name})
         string(APPEND includes "#include \"${name}.h\"\n")
-        string(APPEND entries
-               "    MSDA_VARIANT(${name}, ${family}, ${kind}, ${channels}, ${dtype}, ${locations}, ${op}, ${levels}, "
-               "${points}) \\\n")
+        string(APPEND entries "    ${entry} \\\n")
     endforeach ()
     # The CPU targets, best first, with their tiers (x86-64 is x86_64 in C++,
     # arm-64 arm_64).
@@ -263,7 +324,7 @@ function(msda_write_variant_header OUT)
         string(APPEND targets "    MSDA_CPU_TARGET_ENTRY(\"${target}\", ${tier}) \\\n")
     endforeach ()
     file(WRITE "${OUT}.tmp"
-        "// Generated by cmake/MsdaHalide.cmake: the compiled variants.\n#pragma once\n"
+        "// Generated by cmake/MsdaHalide.cmake from schedules/variants.cmake: the compiled variants.\n#pragma once\n"
         "${includes}\n#define MSDA_FOR_EACH_VARIANT(MSDA_VARIANT) \\\n${entries}\n"
         "#define MSDA_FOR_EACH_CPU_TARGET(MSDA_CPU_TARGET_ENTRY) \\\n${targets}\n")
     file(COPY_FILE "${OUT}.tmp" "${OUT}" ONLY_IF_DIFFERENT)
