@@ -184,8 +184,10 @@ function(msda_variant NAME OP KIND DTYPE LOCATIONS CHANNELS LEVELS POINTS FAMILY
     if (ARGN)
         message(FATAL_ERROR "${row}: more columns than the table's eleven: ${ARGN}")
     endif ()
-    if (NOT NAME MATCHES "^[a-z][a-z0-9_]*$")
-        message(FATAL_ERROR "${row}: a generated function's name is [a-z0-9_]")
+    if (NOT NAME MATCHES "^msdak_[a-z0-9_]+$")
+        # msdak_: the generated functions' prefix, apart from the C API's
+        # msda_ (runtime/msda.map exports msda_* and keeps these local).
+        message(FATAL_ERROR "${row}: a generated function's name is msdak_ and [a-z0-9_]")
     endif ()
     set(kinds forward grad_value grad_value_atomic grad_value_serial grad_sample grad_attention_weights
               grad_sampling_locations relayout)
