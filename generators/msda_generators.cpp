@@ -1,7 +1,8 @@
-// The MSDA generators: msda_forward and msda_backward. They declare the
-// tensors (free strides, so every layout is a stride permutation of one
-// pipeline), build the algorithm from msda_pipeline.h and hand the Funcs to
-// the target family's schedule.
+// The MSDA generators: msda_forward, msda_backward and msda_relayout. They
+// declare the tensors (free strides, so every layout is a stride permutation
+// of one pipeline, plus what the target's schedule family requires), build
+// the algorithm from algorithm/msda_pipeline.h and hand the Funcs to the
+// family's schedule (schedules/).
 #include "Halide.h"
 #include "msda_pipeline.h"
 #include "schedules.h"
@@ -159,10 +160,8 @@ protected:
     }
 
     // Whether a compile-time N_l and N_p also fixes the (l, p) strides of
-    // the per-sample tensors: the CPU family's by-query walk reads each
-    // query's samples as one vector; the GPU family's kernels read them with
-    // any strides.
-    bool dense_samples() { return schedules::family(this->get_target()) == schedules::Family::cpu; }
+    // the per-sample tensors: the target's schedule family says.
+    bool dense_samples() { return schedules::input_requirements(this->get_target()).dense_samples; }
 
     schedules::Tunables tunables() const {
         schedules::Tunables t;

@@ -424,6 +424,8 @@ void schedule_relayout(const Target &target, Func out, const Var &c, const Var &
 }  // namespace msda::schedules::cpu
 
 namespace msda::schedules {
+// The by-query walk reads each query's N_l * N_p samples as one vector:
+// their (l, p) block must be dense.
 const FamilySchedules kCpuSchedules = {&cpu::schedule_forward, &cpu::schedule_grad_value, &cpu::schedule_grad_sample,
-                                   &cpu::schedule_relayout};
+                                       &cpu::schedule_relayout, {.dense_samples = true}};
 }  // namespace msda::schedules

@@ -241,6 +241,7 @@ void schedule_relayout(const Target &target, Func, const Var &, const Var &, con
 }  // namespace msda::schedules::gpu
 
 namespace msda::schedules {
+// The kernels read the per-sample tensors with any strides.
 const FamilySchedules kGpuSchedules = {&gpu::schedule_forward, &gpu::schedule_grad_value, &gpu::schedule_grad_sample,
-                                   &gpu::schedule_relayout};
+                                       &gpu::schedule_relayout, {.dense_samples = false}};
 }  // namespace msda::schedules

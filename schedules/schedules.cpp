@@ -32,6 +32,8 @@ const FamilySchedules &schedules_of(const Halide::Target &target) {
 }
 }  // namespace
 
+InputRequirements input_requirements(const Halide::Target &target) { return schedules_of(target).requirements; }
+
 void schedule_forward(const Halide::Target &target, ForwardPipeline &pipeline, const Tunables &tunables) {
     schedules_of(target).forward(target, pipeline, tunables);
 }

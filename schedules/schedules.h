@@ -31,6 +31,17 @@ void schedule_grad_sample(const Halide::Target &target, GradSamplePipeline &pipe
 void schedule_relayout(const Halide::Target &target, Halide::Func out, const Halide::Var &c,
                        const Halide::Var &h, const Halide::Var &row, const Halide::Var &b);
 
+// What a family's schedules need of the inputs and outputs beyond what the
+// pipelines themselves constrain; the generators declare their buffers
+// accordingly.
+struct InputRequirements {
+    // A compile-time N_l and N_p also fixes the (l, p) strides of the
+    // per-sample tensors (sampling_locations, attention_weights and their
+    // gradients) to their canonical, dense order.
+    bool dense_samples = false;
+};
+InputRequirements input_requirements(const Halide::Target &target);
+
 // The schedule families; family() maps a target to one.
 enum class Family { cpu, gpu };
 Family family(const Halide::Target &target);
@@ -43,6 +54,7 @@ struct FamilySchedules {
     void (*grad_sample)(const Halide::Target &, GradSamplePipeline &, const Tunables &);
     void (*relayout)(const Halide::Target &, Halide::Func, const Halide::Var &, const Halide::Var &,
                      const Halide::Var &, const Halide::Var &);
+    InputRequirements requirements;
 };
 extern const FamilySchedules kCpuSchedules, kGpuSchedules;
 

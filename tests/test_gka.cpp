@@ -1,4 +1,4 @@
-// GKA (SPEC: GKA) against its double reference (tests/reference/gka_reference):
+// GKA (SPEC: GKA) against its double reference (reference/gka_reference):
 // the core grid's shapes, layouts and index dtypes, with absolute pixel
 // coordinates that are integers, exact ties (k + 0.5), fractions, out of
 // range on both sides, NaN and +-Inf, and huge; both roundings; float32 and

@@ -1,5 +1,5 @@
 // The demo's spot checks: the library's results against the float64
-// reference (tests/reference), computed on the same float32 inputs.
+// reference (reference/), computed on the same float32 inputs.
 #pragma once
 
 #include <cstdint>

@@ -12,31 +12,44 @@ namespace msda::detail::arm {
 
 namespace {
 
-// AT_HWCAP bits (Linux, arch/arm64/include/uapi/asm/hwcap.h).
+// AT_HWCAP bits (Linux, arch/arm64/include/uapi/asm/hwcap.h), each with the
+// lowest tier whose code may use it (schedules/cpu_tiers.cmake).
 struct Capability {
     const char *name;
+    Target tier;
     int bit;
 };
-constexpr Capability kBase[] = {{"fp", 0}, {"asimd", 1}};
-constexpr Capability kHalf[] = {{"fphp", 9}, {"asimdhp", 10}};
+constexpr Capability kCapabilities[] = {
+#define MSDA_HWCAP(name, tier, bit) {name, Target::tier, bit},
+    MSDA_FOR_EACH_ARM_HWCAP(MSDA_HWCAP)
+#undef MSDA_HWCAP
+};
 
 bool has(const CpuWords &words, const Capability &capability) { return (words.hwcap >> capability.bit) & 1; }
 
 template <class Each>
 void for_each_required(Target target, Each &&each) {
-    for (const Capability &capability : kBase) each(capability);
-    if (target >= Target::arm_fp16) {
-        for (const Capability &capability : kHalf) each(capability);
+    for (const Capability &capability : kCapabilities) {
+        if (capability.tier <= target) each(capability);
     }
 }
 
 }  // namespace
 
-const char *target_name(Target target) { return target == Target::arm_fp16 ? "arm_fp16" : "arm-64"; }
+const char *target_name(Target target) {
+    switch (target) {
+#define MSDA_TIER(id, name) \
+    case Target::id: return name;
+        MSDA_FOR_EACH_ARM_TIER(MSDA_TIER)
+#undef MSDA_TIER
+    }
+    return "unknown";
+}
 
 std::optional<Target> parse_target(std::string_view name) {
-    if (name == "arm-64") return Target::arm_64;
-    if (name == "arm_fp16") return Target::arm_fp16;
+    for (int tier = 0; tier < kTargetCount; tier++) {
+        if (name == target_name(static_cast<Target>(tier))) return static_cast<Target>(tier);
+    }
     return std::nullopt;
 }
 
@@ -55,13 +68,17 @@ std::vector<std::string> missing_features(const CpuWords &words, Target target) 
 }
 
 Target best_target(const CpuWords &words) {
-    return missing_features(words, Target::arm_fp16).empty() ? Target::arm_fp16 : Target::arm_64;
+    Target best = static_cast<Target>(0);
+    for (int tier = 1; tier < kTargetCount; tier++) {
+        if (missing_features(words, static_cast<Target>(tier)).empty()) best = static_cast<Target>(tier);
+    }
+    return best;
 }
 
 std::string describe_cpu(const CpuWords &words) {
     if (!words.read) return "not a 64-bit ARM Linux CPU (no AT_HWCAP)";
     std::string names;  // those of the capabilities msda checks that the CPU has
-    for_each_required(Target::arm_fp16, [&](const Capability &capability) {
+    for_each_required(static_cast<Target>(kTargetCount - 1), [&](const Capability &capability) {
         if (has(words, capability)) names += std::string(" ") + capability.name;
     });
     char text[64];

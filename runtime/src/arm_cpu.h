@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "msda_cpu_tiers.h"
+
 namespace msda::detail::arm {
 
 struct CpuWords {
@@ -18,12 +20,19 @@ struct CpuWords {
     std::uint64_t hwcap = 0, hwcap2 = 0;
 };
 
-// The tiers msda compiles for 64-bit ARM, worst first; their names are those
-// of MSDA_ARM_TARGET. arm-64: ARMv8-A with NEON (Advanced SIMD), Halide's
-// arm-64-linux. arm_fp16: also ARMv8.2's half-precision arithmetic, scalar
-// and vector (Halide's arm_fp16 feature), for float16 storage.
-enum class Target { arm_64 = 0, arm_fp16 = 1 };
-constexpr int kTargetCount = 2;
+// The tiers msda compiles for 64-bit ARM, worst first
+// (schedules/cpu_tiers.cmake); their names are those of MSDA_ARM_TARGET.
+// arm-64: ARMv8-A with NEON (Advanced SIMD), Halide's arm-64-linux.
+// arm_fp16: also ARMv8.2's half-precision arithmetic, scalar and vector
+// (Halide's arm_fp16 feature), for float16 storage.
+enum class Target {
+#define MSDA_TIER(id, name) id,
+    MSDA_FOR_EACH_ARM_TIER(MSDA_TIER)
+#undef MSDA_TIER
+};
+#define MSDA_TIER(id, name) +1
+constexpr int kTargetCount = 0 MSDA_FOR_EACH_ARM_TIER(MSDA_TIER);
+#undef MSDA_TIER
 const char *target_name(Target target);
 std::optional<Target> parse_target(std::string_view name);
 

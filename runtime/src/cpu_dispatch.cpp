@@ -56,50 +56,31 @@ const CompiledCpuTarget kCompiled[] = {
 #undef MSDA_CPU_TARGET_ENTRY
 };
 
+// The ISA features a Halide target of this family may carry in the bits the
+// multi-target wrapper passes to halide_can_use_target_features, and which
+// of them a tier's code may have (none but these tiers'):
+// schedules/cpu_tiers.cmake.
 #if defined(__x86_64__)
-// The x86 ISA features a Halide target may carry in the bits the
-// multi-target wrapper passes to halide_can_use_target_features;
-// tier_allows says which a tier's code may have (none but these tiers').
-constexpr halide_target_feature_t kIsaFeatures[] = {
-    halide_target_feature_sse41,           halide_target_feature_avx,
-    halide_target_feature_avx2,            halide_target_feature_avxvnni,
-    halide_target_feature_fma,             halide_target_feature_fma4,
-    halide_target_feature_f16c,            halide_target_feature_avx512,
-    halide_target_feature_avx512_knl,      halide_target_feature_avx512_skylake,
-    halide_target_feature_avx512_cannonlake, halide_target_feature_avx512_zen4,
-    halide_target_feature_avx512_zen5,     halide_target_feature_avx512_sapphirerapids,
-    halide_target_feature_avx10_1,         halide_target_feature_x86_apx,
-};
-
-bool tier_allows(Target tier, halide_target_feature_t feature) {
-    switch (feature) {
-    case halide_target_feature_sse41:
-    case halide_target_feature_avx:
-    case halide_target_feature_avx2:
-    case halide_target_feature_fma:
-    case halide_target_feature_f16c: return tier >= Target::avx2;
-    case halide_target_feature_avx512:
-    case halide_target_feature_avx512_skylake:
-    case halide_target_feature_avx512_cannonlake:
-    case halide_target_feature_avx512_zen4: return tier >= Target::avx512_zen4;
-    default: return false;
-    }
-}
+#define MSDA_FOR_EACH_ISA_FEATURE MSDA_FOR_EACH_X86_ISA_FEATURE
+#define MSDA_FOR_EACH_TIER_FEATURE MSDA_FOR_EACH_X86_TIER_FEATURE
 #else
-// The ARM ISA features a Halide target may carry; only arm_fp16's tier
-// has one (Halide's arm_fp16), the base is plain NEON.
+#define MSDA_FOR_EACH_ISA_FEATURE MSDA_FOR_EACH_ARM_ISA_FEATURE
+#define MSDA_FOR_EACH_TIER_FEATURE MSDA_FOR_EACH_ARM_TIER_FEATURE
+#endif
+
 constexpr halide_target_feature_t kIsaFeatures[] = {
-    halide_target_feature_arm_fp16,  halide_target_feature_arm_dot_prod, halide_target_feature_sve,
-    halide_target_feature_sve2,      halide_target_feature_armv81a,      halide_target_feature_armv82a,
-    halide_target_feature_armv83a,   halide_target_feature_armv84a,      halide_target_feature_armv85a,
-    halide_target_feature_armv86a,   halide_target_feature_armv87a,      halide_target_feature_armv88a,
-    halide_target_feature_armv89a,   halide_target_feature_armv7s,
+#define MSDA_ISA_FEATURE(feature) halide_target_feature_##feature,
+    MSDA_FOR_EACH_ISA_FEATURE(MSDA_ISA_FEATURE)
+#undef MSDA_ISA_FEATURE
 };
 
 bool tier_allows(Target tier, halide_target_feature_t feature) {
-    return feature == halide_target_feature_arm_fp16 && tier >= Target::arm_fp16;
+#define MSDA_TIER_FEATURE(lowest_tier, allowed) \
+    if (feature == halide_target_feature_##allowed) return tier >= Target::lowest_tier;
+    MSDA_FOR_EACH_TIER_FEATURE(MSDA_TIER_FEATURE)
+#undef MSDA_TIER_FEATURE
+    return false;
 }
-#endif
 
 // "a, b or c": the names of the tiers, best first.
 std::string target_names() {

@@ -27,66 +27,14 @@ struct Feature {
 };
 
 constexpr std::uint32_t kExtended = 0x80000000u;
-// XCR0: x87 (bit 0), SSE (1) and AVX (2) state; AVX-512's opmask (5), the
-// upper halves of zmm0-15 (6) and zmm16-31 (7).
-constexpr std::uint64_t kYmmState = 0x6;
-constexpr std::uint64_t kZmmState = 0xe6;
 
-// What each tier's code may contain. The x86-64 tier is Halide's
-// x86-64-linux (LLVM -mcpu=k8): the baseline every x86-64 CPU has. avx2 is
-// x86-64-linux-avx-avx2-f16c-fma-sse41 (LLVM -mcpu=haswell -mattr=+fma,+f16c):
-// its vector extensions, and the scalar ones LLVM's instruction selection
-// emits on its own for haswell (BMI1, BMI2, LZCNT, MOVBE, POPCNT,
-// CMPXCHG16B, LAHF/SAHF). avx512_zen4 is x86-64-linux-avx512_zen4 (LLVM
-// -mcpu=znver4 with Halide's -mattr list): every AVX-512 subset znver4 has,
-// and GFNI, which LLVM uses for byte shifts. Not required: extensions whose
-// instructions LLVM emits only for their own intrinsics, which Halide's code
-// does not call (AES, PCLMULQDQ, VAES, VPCLMULQDQ, SHA, ADX, RDRAND, RDSEED,
-// PREFETCHW, CLFLUSHOPT, CLWB, FSGSBASE, XSAVEOPT, and AMD's SSE4A, CLZERO,
-// MWAITX, RDPRU, which Intel CPUs lack); tests/check_target_instructions.py
-// decodes every compiled object and fails if its code holds an instruction
-// outside its tier's list.
+// What each tier's code may contain (schedules/cpu_tiers.cmake says why each
+// feature is in its tier's list).
 constexpr Feature kFeatures[] = {
-    {"CMOV", Target::x86_64, 1, 0, Register::edx, 15},
-    {"CX8", Target::x86_64, 1, 0, Register::edx, 8},
-    {"FXSR", Target::x86_64, 1, 0, Register::edx, 24},
-    {"MMX", Target::x86_64, 1, 0, Register::edx, 23},
-    {"SSE", Target::x86_64, 1, 0, Register::edx, 25},
-    {"SSE2", Target::x86_64, 1, 0, Register::edx, 26},
-
-    {"SSE3", Target::avx2, 1, 0, Register::ecx, 0},
-    {"SSSE3", Target::avx2, 1, 0, Register::ecx, 9},
-    {"SSE4_1", Target::avx2, 1, 0, Register::ecx, 19},
-    {"SSE4_2", Target::avx2, 1, 0, Register::ecx, 20},
-    {"POPCNT", Target::avx2, 1, 0, Register::ecx, 23},
-    {"CMPXCHG16B", Target::avx2, 1, 0, Register::ecx, 13},
-    {"LAHF_SAHF", Target::avx2, kExtended + 1, 0, Register::ecx, 0},
-    {"MOVBE", Target::avx2, 1, 0, Register::ecx, 22},
-    {"LZCNT", Target::avx2, kExtended + 1, 0, Register::ecx, 5},
-    {"BMI1", Target::avx2, 7, 0, Register::ebx, 3},
-    {"BMI2", Target::avx2, 7, 0, Register::ebx, 8},
-    {"AVX", Target::avx2, 1, 0, Register::ecx, 28},
-    {"AVX2", Target::avx2, 7, 0, Register::ebx, 5},
-    {"FMA", Target::avx2, 1, 0, Register::ecx, 12},
-    {"F16C", Target::avx2, 1, 0, Register::ecx, 29},
-    // xgetbv itself needs OSXSAVE; without it XCR0 cannot be read.
-    {"OSXSAVE", Target::avx2, 1, 0, Register::ecx, 27},
-    {"OS_YMM_STATE", Target::avx2, 0, 0, Register::eax, 0, kYmmState},
-
-    {"AVX512F", Target::avx512_zen4, 7, 0, Register::ebx, 16},
-    {"AVX512CD", Target::avx512_zen4, 7, 0, Register::ebx, 28},
-    {"AVX512BW", Target::avx512_zen4, 7, 0, Register::ebx, 30},
-    {"AVX512DQ", Target::avx512_zen4, 7, 0, Register::ebx, 17},
-    {"AVX512VL", Target::avx512_zen4, 7, 0, Register::ebx, 31},
-    {"AVX512_IFMA", Target::avx512_zen4, 7, 0, Register::ebx, 21},
-    {"AVX512_VBMI", Target::avx512_zen4, 7, 0, Register::ecx, 1},
-    {"AVX512_VBMI2", Target::avx512_zen4, 7, 0, Register::ecx, 6},
-    {"AVX512_VNNI", Target::avx512_zen4, 7, 0, Register::ecx, 11},
-    {"AVX512_BITALG", Target::avx512_zen4, 7, 0, Register::ecx, 12},
-    {"AVX512_VPOPCNTDQ", Target::avx512_zen4, 7, 0, Register::ecx, 14},
-    {"AVX512_BF16", Target::avx512_zen4, 7, 1, Register::eax, 5},
-    {"GFNI", Target::avx512_zen4, 7, 0, Register::ecx, 8},
-    {"OS_ZMM_STATE", Target::avx512_zen4, 0, 0, Register::eax, 0, kZmmState},
+#define MSDA_CPUID(name, tier, leaf, subleaf, reg, bit, xcr0_mask) \
+    {name, Target::tier, leaf, subleaf, Register::reg, bit, xcr0_mask},
+    MSDA_FOR_EACH_X86_CPUID(MSDA_CPUID)
+#undef MSDA_CPUID
 };
 
 std::uint32_t read_register(const CpuidLeaf &leaf, Register reg) {
@@ -145,16 +93,17 @@ CpuidLeaf CpuWords::get(std::uint32_t leaf, std::uint32_t subleaf) const {
 
 const char *target_name(Target target) {
     switch (target) {
-    case Target::x86_64: return "x86-64";
-    case Target::avx2: return "avx2";
-    case Target::avx512_zen4: return "avx512_zen4";
+#define MSDA_TIER(id, name) \
+    case Target::id: return name;
+        MSDA_FOR_EACH_X86_TIER(MSDA_TIER)
+#undef MSDA_TIER
     }
     return "unknown";
 }
 
 std::optional<Target> parse_target(std::string_view name) {
-    for (Target target : {Target::x86_64, Target::avx2, Target::avx512_zen4}) {
-        if (name == target_name(target)) return target;
+    for (int tier = 0; tier < kTargetCount; tier++) {
+        if (name == target_name(static_cast<Target>(tier))) return static_cast<Target>(tier);
     }
     return std::nullopt;
 }
@@ -176,9 +125,9 @@ std::vector<std::string> missing_features(const CpuWords &words, Target target) 
 }
 
 Target best_target(const CpuWords &words) {
-    Target best = Target::x86_64;
-    for (Target target : {Target::avx2, Target::avx512_zen4}) {
-        if (missing_features(words, target).empty()) best = target;
+    Target best = static_cast<Target>(0);
+    for (int tier = 1; tier < kTargetCount; tier++) {
+        if (missing_features(words, static_cast<Target>(tier)).empty()) best = static_cast<Target>(tier);
     }
     return best;
 }

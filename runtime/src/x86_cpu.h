@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "msda_cpu_tiers.h"
+
 namespace msda::detail::x86 {
 
 // What one cpuid instruction returned for (leaf, subleaf).
@@ -31,10 +33,16 @@ struct CpuWords {
     CpuidLeaf get(std::uint32_t leaf, std::uint32_t subleaf = 0) const;
 };
 
-// The tiers msda compiles for x86-64, worst first. Their names are those of
-// MSDA_X86_TARGET.
-enum class Target { x86_64 = 0, avx2 = 1, avx512_zen4 = 2 };
-constexpr int kTargetCount = 3;
+// The tiers msda compiles for x86-64, worst first (schedules/cpu_tiers.cmake:
+// x86_64, avx2, avx512_zen4). Their names are those of MSDA_X86_TARGET.
+enum class Target {
+#define MSDA_TIER(id, name) id,
+    MSDA_FOR_EACH_X86_TIER(MSDA_TIER)
+#undef MSDA_TIER
+};
+#define MSDA_TIER(id, name) +1
+constexpr int kTargetCount = 0 MSDA_FOR_EACH_X86_TIER(MSDA_TIER);
+#undef MSDA_TIER
 const char *target_name(Target target);
 std::optional<Target> parse_target(std::string_view name);
 

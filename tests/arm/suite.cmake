@@ -20,5 +20,5 @@ endif ()
 if (TARGET msda_cli)
     add_test(NAME arm_cli_lists_arm_variants COMMAND msda_cli info --variants)
     set_tests_properties(arm_cli_lists_arm_variants PROPERTIES LABELS arm
-        PASS_REGULAR_EXPRESSION "\nmsda_forward_c0 +arm +forward " FAIL_REGULAR_EXPRESSION "\n[a-z0-9_]+ +x86 ")
+        PASS_REGULAR_EXPRESSION "\nmsdak_forward_c0 +arm +forward " FAIL_REGULAR_EXPRESSION "\n[a-z0-9_]+ +x86 ")
 endif ()

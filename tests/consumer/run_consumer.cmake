@@ -45,7 +45,7 @@ if (NOT config_count EQUAL 2)
 endif ()
 
 # Only the API may be exported: the Halide runtime and the generated variants
-# (C functions named msda_<variant>) stay inside the library.
+# (C functions named msdak_<variant>) stay inside the library.
 file(GLOB_RECURSE libraries ${prefix}/*/libmsda.so)
 if (NOT libraries)
     message(FATAL_ERROR "the install lacks libmsda.so")

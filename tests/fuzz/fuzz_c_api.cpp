@@ -8,7 +8,7 @@
 //     bytes as they were, or
 //   - succeed, leave every byte outside the outputs' elements as it was,
 //     and give results within the SPEC's tolerance of the double-precision
-//     references (tests/reference), NaN where they are NaN and the same
+//     references (reference/), NaN where they are NaN and the same
 //     infinity where they are infinite.
 // Anything else aborts (a crash the fuzzer reports), as do sanitizer
 // findings. The values come from a palette of ordinary numbers, zeros,
