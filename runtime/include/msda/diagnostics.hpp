@@ -81,7 +81,7 @@ CudaReport cuda_devices();
 // each is compiled for every target of the library's family (cpu_dispatch's
 // targets), and a call runs the one that serves its sizes and dtypes.
 struct CompiledVariant {
-    std::string name;    // its function, e.g. msda_forward_c32
+    std::string name;    // its function, e.g. msdak_forward_c32
     std::string family;  // the target family it was compiled for: x86 or arm, opencl or cuda
     std::string kind;    // forward, grad_value, grad_sample (both per-sample gradients),
                          // grad_attention_weights, grad_sampling_locations, or relayout
