@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/backends.h"
 #include "buffers.h"
 #include "cpu_dispatch.h"
 #include "scratch.h"

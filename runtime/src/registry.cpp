@@ -6,7 +6,7 @@
 
 #include <msda/diagnostics.hpp>
 
-#include "backends/backend.h"
+#include "backends/backends.h"
 #include "cpu_dispatch.h"
 #include "msda_variants.h"
 

@@ -5,6 +5,8 @@
 #include <limits>
 #include <sstream>
 
+#include "backends/backends.h"
+
 namespace msda::detail {
 
 void fail(const std::string &tensor, const std::string &what) {

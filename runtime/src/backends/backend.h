@@ -5,7 +5,7 @@
 // waiting for the device, the device buffers a plan keeps, and releasing
 // what msda keeps for a context. The host CPU is a backend too. Validation
 // and execution call this interface and never name a device; a new Halide
-// device adds a file here, one line in backends.cpp and its family's
+// device adds a file here, one line in backends.h and its family's
 // target list (docs/architecture.md).
 #pragma once
 
@@ -115,9 +115,7 @@ public:
     virtual std::shared_ptr<DevicePool> make_pool() const { return nullptr; }
 };
 
-// The backend of a device (backends.cpp registers each).
-const Backend &backend_for(Device device);
-// The backend whose tensors have this DLPack code, or null.
-const Backend *backend_of(DeviceType type);
+// backend_for(Device) and backend_of(DeviceType): backends.h, which
+// registers each backend.
 
 }  // namespace msda::detail
