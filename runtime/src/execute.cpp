@@ -155,15 +155,14 @@ void fill_zeros(const TensorView &t, const CheckedCall &checked) {
     if (t.numel() == 0) return;
     const Reach reach = reach_of(t);
     const std::uint64_t begin = static_cast<std::uint64_t>(t.byte_offset + reach.low * size);
-    std::vector<std::byte> span(static_cast<std::size_t>((reach.high - reach.low + 1) * size));
     const Backend &backend = *checked.backend;
-    int error = backend.read(checked.queue, t.data, begin, span.size(), span.data());
-    if (error == 0) {
-        for_each_element(t, [&](std::int64_t offset) {
-            std::memset(span.data() + (offset - reach.low) * size, 0, static_cast<std::size_t>(size));
-        });
-        error = backend.write(checked.queue, t.data, begin, span.size(), span.data());
-    }
+    const int error = rewrite_span(backend, checked.queue, t.data, begin,
+                                   static_cast<std::size_t>((reach.high - reach.low + 1) * size), [&](std::byte *span) {
+                                       for_each_element(t, [&](std::int64_t offset) {
+                                           std::memset(span + (offset - reach.low) * size, 0,
+                                                       static_cast<std::size_t>(size));
+                                       });
+                                   });
     if (error != 0) {
         const std::string device = backend.name();
         throw Error("msda: grad_value: zeroing it on the " + device + " device failed with " + device + " error " +

@@ -27,10 +27,11 @@ namespace {
 
 // A level table on the call's device, read back into `memory` (a dense copy
 // of its span) so validation reads it from the host.
-TensorView host_table(const TensorView &t, const char *name, const CheckedCall &call,
+TensorView host_table(const TensorView &t, LevelTableKind kind, const CheckedCall &call,
                       std::vector<std::byte> &memory) {
     if (!t.present() || t.device_type == DeviceType::cpu || t.numel() == 0) return t;
-    check_table_view(t, name, call);
+    check_table_view(t, kind, call);
+    const char *name = table_name(kind);
     const Reach reach = reach_of(t);
     const std::int64_t size = static_cast<std::int64_t>(dtype_size(t.dtype));
     memory.resize(static_cast<std::size_t>((reach.high - reach.low + 1) * size));
@@ -56,8 +57,8 @@ CheckedCall check(const Args &args, const Options &options, Outputs outputs) {
     CheckedCall call = locate_call(args, options);
     call.queue = call.backend->resolve(options.device_context, call.ordinal);
     std::vector<std::byte> shapes, starts;
-    const HostTables tables{host_table(args.spatial_shapes, "spatial_shapes", call, shapes),
-                            host_table(args.level_start_index, "level_start_index", call, starts)};
+    const HostTables tables{host_table(args.spatial_shapes, LevelTableKind::spatial_shapes, call, shapes),
+                            host_table(args.level_start_index, LevelTableKind::level_start_index, call, starts)};
     check_call(args, options, tables, call, outputs);
     return call;
 }

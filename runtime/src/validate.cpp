@@ -358,6 +358,20 @@ void resolve_device(CheckedCall &call, const NamedList &tensors, const NamedList
     call.ordinal = on_device ? first->tensor->device_id : -1;
 }
 
+// Each level table's name, rank and shape, for messages.
+struct TableShape {
+    const char *name;
+    int rank;
+    const char *shape;
+};
+constexpr TableShape kTables[] = {{"spatial_shapes", 2, "(N_l, 2) of rows (H, W)"},
+                                  {"level_start_index", 1, "(N_l,)"}};
+
+void check_table_present(const TensorView &t, LevelTableKind kind) {
+    const TableShape &table = kTables[static_cast<int>(kind)];
+    check_present(t, table.name, table.rank, table.shape);
+}
+
 void check_integer_dtype(const TensorView &t, const char *name) {
     if (t.dtype != DType::i32 && t.dtype != DType::i64) {
         fail(name, std::string("expected dtype int32 or int64, got ") + dtype_name(t.dtype));
@@ -408,8 +422,8 @@ ProblemSize check_inputs(const TensorView &value, const TensorView &spatial_shap
     if (s.channels < 1) fail("value", "C_h must be at least 1, got " + std::to_string(s.channels));
     check_dense_channels(value, "value", 3);
 
-    check_present(spatial_shapes_view, "spatial_shapes", 2, "(N_l, 2) of rows (H, W)");
-    check_present(level_start_index_view, "level_start_index", 1, "(N_l,)");
+    check_table_present(spatial_shapes_view, LevelTableKind::spatial_shapes);
+    check_table_present(level_start_index_view, LevelTableKind::level_start_index);
     check_present(attention_weights, "attention_weights", 5, "(B, N_q, N_h, N_l, N_p)");
     check_present(sampling_locations, "sampling_locations", 6, locations_layout_name(options.locations_layout));
     // The sizes the inputs share, each named after the tensors that agree.
@@ -645,9 +659,11 @@ void check_device_tensors(const Args &args, const CheckedCall &call) {
 CheckedCall locate_call(const ForwardArgs &args, const Options &options) { return start_check(args, options); }
 CheckedCall locate_call(const BackwardArgs &args, const Options &options) { return start_check(args, options); }
 
-void check_table_view(const TensorView &t, const char *name, const CheckedCall &call) {
-    check_present(t, name, std::string(name) == "spatial_shapes" ? 2 : 1,
-                  std::string(name) == "spatial_shapes" ? "(N_l, 2) of rows (H, W)" : "(N_l,)");
+const char *table_name(LevelTableKind kind) { return kTables[static_cast<int>(kind)].name; }
+
+void check_table_view(const TensorView &t, LevelTableKind kind, const CheckedCall &call) {
+    const char *name = table_name(kind);
+    check_table_present(t, kind);
     check_integer_dtype(t, name);
     check_addressable(t, name, false);
     call.backend->check_memory(t, name, call.queue);

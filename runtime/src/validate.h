@@ -80,9 +80,12 @@ enum class Outputs { required, if_present };
 // backend; its queue is the call layer's to resolve).
 CheckedCall locate_call(const ForwardArgs &args, const Options &options);
 CheckedCall locate_call(const BackwardArgs &args, const Options &options);
+// The level tables, and their names in messages.
+enum class LevelTableKind { spatial_shapes, level_start_index };
+const char *table_name(LevelTableKind kind);
 // A level table on the call's device, before it is read back: its rank,
 // dtype and memory.
-void check_table_view(const TensorView &t, const char *name, const CheckedCall &call);
+void check_table_view(const TensorView &t, LevelTableKind kind, const CheckedCall &call);
 // Then everything else, with the level tables in host memory.
 void check_call(const ForwardArgs &args, const Options &options, const HostTables &tables, CheckedCall &call,
                 Outputs outputs);

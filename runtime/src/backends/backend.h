@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "registry.h"
 
@@ -114,6 +115,19 @@ public:
     // keeps none.
     virtual std::shared_ptr<DevicePool> make_pool() const { return nullptr; }
 };
+
+// Rewrites bytes [begin, begin + bytes) of a device tensor's memory in
+// place: read (after the queue's earlier work), changed by `edit` (given
+// their host copy), written back. The device's error code, 0 on success.
+template <typename Edit>
+int rewrite_span(const Backend &backend, const Queue &queue, void *memory, std::uint64_t begin, std::size_t bytes,
+                 Edit edit) {
+    std::vector<std::byte> span(bytes);
+    int error = backend.read(queue, memory, begin, span.size(), span.data());
+    if (error != 0) return error;
+    edit(span.data());
+    return backend.write(queue, memory, begin, span.size(), span.data());
+}
 
 // backend_for(Device) and backend_of(DeviceType): backends.h, which
 // registers each backend.

@@ -24,7 +24,7 @@ cuda::Stream stream_of(const Queue &queue) { return {queue.context, queue.queue,
 
 class CudaCall final : public DeviceCall {
 public:
-    explicit CudaCall(const BoundCall &call) : DeviceCall(call, "CUDA") {
+    explicit CudaCall(const BoundCall &call) : DeviceCall(call) {
         context_.context = call.queue.context;
         context_.queue = call.queue.queue;
     }

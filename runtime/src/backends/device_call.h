@@ -18,7 +18,7 @@ namespace msda::detail {
 
 class DeviceCall {
 public:
-    DeviceCall(const BoundCall &call, const char *device) : call_(call), device_(device) {}
+    explicit DeviceCall(const BoundCall &call) : call_(call) {}
     DeviceCall(const DeviceCall &) = delete;
     DeviceCall &operator=(const DeviceCall &) = delete;
 
@@ -77,7 +77,6 @@ protected:
     }
 
     const BoundCall &call_;
-    const char *device_;
     CallContext context_;
     std::vector<std::size_t> wrapped_;
     bool device_tensors_ = false;

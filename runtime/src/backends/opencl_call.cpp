@@ -29,7 +29,7 @@ namespace {
 
 class OpenClCall final : public DeviceCall {
 public:
-    explicit OpenClCall(const BoundCall &call) : DeviceCall(call, "OpenCL") {
+    explicit OpenClCall(const BoundCall &call) : DeviceCall(call) {
         context_.context = call.queue.own ? nullptr : call.queue.context;
         context_.queue = call.queue.own ? nullptr : call.queue.queue;
     }
@@ -161,16 +161,15 @@ private:
     void write_back(const Staged &staged) {
         HalideBuffer &b = buffer(staged.buffer);
         const std::size_t element = b.get()->type.bytes();
-        std::vector<std::byte> now(staged.memory.size());
-        std::int32_t error = opencl::read(call_.queue, b.device_handle, staged.begin, now.size(), now.data());
-        if (error == 0) {
-            auto copy = [&](std::int64_t offset) {
-                const std::size_t at = static_cast<std::size_t>(staged.first + offset * static_cast<std::int64_t>(element));
-                std::memcpy(now.data() + at, staged.memory.data() + at, element);
-            };
-            for_each_element(*b.get(), b.get()->dimensions - 1, 0, copy);
-            error = opencl::write(call_.queue, b.device_handle, staged.begin, now.size(), now.data());
-        }
+        const int error = rewrite_span(opencl_backend(), call_.queue, b.device_handle, staged.begin,
+                                       staged.memory.size(), [&](std::byte *now) {
+                                           auto copy = [&](std::int64_t offset) {
+                                               const std::size_t at = static_cast<std::size_t>(
+                                                   staged.first + offset * static_cast<std::int64_t>(element));
+                                               std::memcpy(now + at, staged.memory.data() + at, element);
+                                           };
+                                           for_each_element(*b.get(), b.get()->dimensions - 1, 0, copy);
+                                       });
         if (error != 0) fail_with("writing an output of", error, "reading or writing its span failed");
     }
 
