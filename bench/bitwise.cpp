@@ -569,26 +569,14 @@ int main(int argc, char **argv) {
             try {
                 float value[2] = {1.0f, 2.0f}, loc[2] = {0.5f, 0.5f}, weight[1] = {1.0f}, out[2] = {};
                 std::int32_t shapes[2] = {1, 1}, starts[1] = {0};
-                auto view = [](void *data, msda::DType t, std::vector<std::int64_t> shape) {
-                    msda::TensorView v;
-                    v.data = data;
-                    v.dtype = t;
-                    v.rank = static_cast<int>(shape.size());
-                    std::int64_t stride = 1;
-                    for (int d = v.rank - 1; d >= 0; --d) {
-                        v.shape[d] = shape[d];
-                        v.strides[d] = stride;
-                        stride *= shape[d];
-                    }
-                    return v;
-                };
                 msda::ForwardArgs fa;
-                fa.value = view(value, msda::DType::f32, {1, 1, 1, 2});
-                fa.spatial_shapes = view(shapes, msda::DType::i32, {1, 2});
-                fa.level_start_index = view(starts, msda::DType::i32, {1});
-                fa.sampling_locations = view(loc, msda::DType::f32, {1, 1, 1, 1, 1, 2});
-                fa.attention_weights = view(weight, msda::DType::f32, {1, 1, 1, 1, 1});
-                fa.output = view(out, msda::DType::f32, {1, 1, 2});
+                using msda::TensorView;
+                fa.value = TensorView::contiguous(value, msda::DType::f32, {1, 1, 1, 2});
+                fa.spatial_shapes = TensorView::contiguous(shapes, msda::DType::i32, {1, 2});
+                fa.level_start_index = TensorView::contiguous(starts, msda::DType::i32, {1});
+                fa.sampling_locations = TensorView::contiguous(loc, msda::DType::f32, {1, 1, 1, 1, 1, 2});
+                fa.attention_weights = TensorView::contiguous(weight, msda::DType::f32, {1, 1, 1, 1, 1});
+                fa.output = TensorView::contiguous(out, msda::DType::f32, {1, 1, 2});
                 msda::Options o;
                 o.device = msda::Device::opencl;
                 msda::forward(fa, o);
