@@ -12,74 +12,8 @@
 # multi-target wrapper takes the first the CPU may run, and runs the last
 # without asking).
 
-# The tier table's rows (schedules/cpu_tiers.cmake describes them), kept in
-# global properties: MSDA_TIERS_<family> the tiers worst first,
-# MSDA_TIER_<family>_<tier>_HALIDE and _IMPLIED their Halide features,
-# MSDA_ISA_FEATURES_<family>, and the lines of msda_cpu_tiers.h for the
-# CPU features (MSDA_X86_CPUID_ENTRIES, MSDA_ARM_HWCAP_ENTRIES).
-function(msda_cpu_tier FAMILY TIER)
-    cmake_parse_arguments(ARG "" "" "HALIDE;IMPLIED" ${ARGN})
-    set(row "msda_cpu_tier(${FAMILY} ${TIER})")
-    if (NOT FAMILY MATCHES "^(x86|arm)$")
-        message(FATAL_ERROR "${row}: the family is x86 or arm")
-    endif ()
-    if (ARG_UNPARSED_ARGUMENTS)
-        message(FATAL_ERROR "${row}: unexpected ${ARG_UNPARSED_ARGUMENTS}")
-    endif ()
-    get_property(tiers GLOBAL PROPERTY MSDA_TIERS_${FAMILY})
-    if (TIER IN_LIST tiers)
-        message(FATAL_ERROR "${row}: a second row of that tier")
-    endif ()
-    if (NOT tiers AND (ARG_HALIDE OR ARG_IMPLIED))
-        message(FATAL_ERROR "${row}: the first tier is the base every target has, made by no feature")
-    endif ()
-    if (tiers AND NOT ARG_HALIDE)
-        message(FATAL_ERROR "${row}: a tier above the base needs the HALIDE features that make it")
-    endif ()
-    set_property(GLOBAL APPEND PROPERTY MSDA_TIERS_${FAMILY} ${TIER})
-    set_property(GLOBAL PROPERTY MSDA_TIER_${FAMILY}_${TIER}_HALIDE ${ARG_HALIDE})
-    set_property(GLOBAL PROPERTY MSDA_TIER_${FAMILY}_${TIER}_IMPLIED ${ARG_IMPLIED})
-endfunction()
-
-function(msda_cpu_isa_features FAMILY)
-    set_property(GLOBAL PROPERTY MSDA_ISA_FEATURES_${FAMILY} ${ARGN})
-endfunction()
-
-# A tier's C++ name (x86-64 is x86_64, arm-64 arm_64), or a failure where the
-# family has no such tier.
-function(_msda_tier_id FAMILY TIER ROW OUT)
-    get_property(tiers GLOBAL PROPERTY MSDA_TIERS_${FAMILY})
-    if (NOT TIER IN_LIST tiers)
-        message(FATAL_ERROR "${ROW}: ${FAMILY} has no tier ${TIER} (msda_cpu_tier: ${tiers})")
-    endif ()
-    string(REPLACE "-" "_" id "${TIER}")
-    set(${OUT} ${id} PARENT_SCOPE)
-endfunction()
-
-function(msda_x86_cpuid NAME TIER LEAF SUBLEAF REGISTER BIT)
-    cmake_parse_arguments(ARG "" "XCR0" "" ${ARGN})
-    set(row "msda_x86_cpuid(${NAME})")
-    _msda_tier_id(x86 ${TIER} "${row}" tier)
-    if (NOT REGISTER MATCHES "^e[abcd]x$" OR NOT LEAF MATCHES "^0x[0-9a-f]+$" OR NOT SUBLEAF MATCHES "^[0-9]+$"
-        OR NOT BIT MATCHES "^[0-9]+$" OR ARG_UNPARSED_ARGUMENTS)
-        message(FATAL_ERROR "${row}: expected name tier leaf(0x...) subleaf register(eax..edx) bit [XCR0 mask]")
-    endif ()
-    if (NOT ARG_XCR0)
-        set(ARG_XCR0 0x0)
-    endif ()
-    set_property(GLOBAL APPEND PROPERTY MSDA_X86_CPUID_ENTRIES
-                 "MSDA_CPUID(\"${NAME}\", ${tier}, ${LEAF}u, ${SUBLEAF}, ${REGISTER}, ${BIT}, ${ARG_XCR0})")
-endfunction()
-
-function(msda_arm_hwcap NAME TIER BIT)
-    set(row "msda_arm_hwcap(${NAME})")
-    _msda_tier_id(arm ${TIER} "${row}" tier)
-    if (NOT BIT MATCHES "^[0-9]+$" OR ARGN)
-        message(FATAL_ERROR "${row}: expected name tier bit")
-    endif ()
-    set_property(GLOBAL APPEND PROPERTY MSDA_ARM_HWCAP_ENTRIES "MSDA_HWCAP(\"${NAME}\", ${tier}, ${BIT})")
-endfunction()
-
+# The tables' row functions (cmake/MsdaTables.cmake), then the tier table.
+include(${CMAKE_CURRENT_LIST_DIR}/MsdaTables.cmake)
 include(${PROJECT_SOURCE_DIR}/schedules/cpu_tiers.cmake)
 
 # Writes msda_cpu_tiers.h: the tier table as X-macros, for the runtime's CPU
@@ -134,22 +68,24 @@ function(msda_write_cpu_tiers_header OUT)
 endfunction()
 msda_write_cpu_tiers_header(${CMAKE_BINARY_DIR}/generators/msda_cpu_tiers.h)
 
+# Both families' lists (msda sweep compiles for either); a build uses its
+# own.
+set(MSDA_ARM_TARGETS
+    arm-64-linux-arm_fp16
+    arm-64-linux
+    CACHE STRING "Halide targets of the ARM libraries, best first")
+set(MSDA_X86_TARGETS
+    x86-64-linux-avx512_zen4
+    x86-64-linux-avx-avx2-f16c-fma-sse41
+    x86-64-linux
+    CACHE STRING "Halide targets of the x86 libraries, best first")
 if (CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64|ARM64)$")
     set(MSDA_CPU_FAMILY arm)
-    set(MSDA_ARM_TARGETS
-        arm-64-linux-arm_fp16
-        arm-64-linux
-        CACHE STRING "Halide targets of the ARM libraries, best first")
     set(MSDA_CPU_TARGETS ${MSDA_ARM_TARGETS})
     set(_msda_tier_variable MSDA_ARM_TARGETS)
     set(_msda_target_prefix arm-64-linux)
 else ()
     set(MSDA_CPU_FAMILY x86)
-    set(MSDA_X86_TARGETS
-        x86-64-linux-avx512_zen4
-        x86-64-linux-avx-avx2-f16c-fma-sse41
-        x86-64-linux
-        CACHE STRING "Halide targets of the x86 libraries, best first")
     set(MSDA_CPU_TARGETS ${MSDA_X86_TARGETS})
     set(_msda_tier_variable MSDA_X86_TARGETS)
     set(_msda_target_prefix x86-64-linux)
@@ -266,22 +202,7 @@ set_property(GLOBAL PROPERTY MSDA_VARIANTS "")
 set_property(GLOBAL PROPERTY MSDA_VARIANT_ROWS "")
 set_property(GLOBAL PROPERTY MSDA_SCHEDULE_CONFIGS "")
 
-# msda_schedule_config(NAME [PARAM=VALUE ...]): a named set of schedule knob
-# values (the generators' GeneratorParams: query_tile, vector_width), which
-# a variant row names in its config column. Defined once each.
-function(msda_schedule_config NAME)
-    get_property(configs GLOBAL PROPERTY MSDA_SCHEDULE_CONFIGS)
-    if (NAME IN_LIST configs)
-        message(FATAL_ERROR "msda_schedule_config(${NAME}): defined twice")
-    endif ()
-    foreach (param IN LISTS ARGN)
-        if (NOT param MATCHES "^[a-z_]+=[^ ]+$")
-            message(FATAL_ERROR "msda_schedule_config(${NAME}): \"${param}\" is not a PARAM=VALUE")
-        endif ()
-    endforeach ()
-    set_property(GLOBAL APPEND PROPERTY MSDA_SCHEDULE_CONFIGS ${NAME})
-    set_property(GLOBAL PROPERTY MSDA_SCHEDULE_CONFIG_${NAME} ${ARGN})
-endfunction()
+include(${PROJECT_SOURCE_DIR}/schedules/tuned.cmake)
 
 # msda_variant(function op kind dtype locations channels levels points family
 #              config set): one row of schedules/variants.cmake, one
@@ -380,6 +301,8 @@ function(msda_variant NAME OP KIND DTYPE LOCATIONS CHANNELS LEVELS POINTS FAMILY
         set(targets "${targets}-cl_atomics64")
     endif ()
 
+    _msda_knobs_param(${KIND} ${FAMILY} ${CONFIG} knobs)
+
     set(halide_type_f32 float32)
     set(halide_type_f16 float16)
     set(halide_type_bf16 bfloat16)
@@ -403,8 +326,9 @@ function(msda_variant NAME OP KIND DTYPE LOCATIONS CHANNELS LEVELS POINTS FAMILY
             endif ()
         endif ()
     endif ()
-    get_property(config_params GLOBAL PROPERTY MSDA_SCHEDULE_CONFIG_${CONFIG})
-    list(APPEND params ${config_params})
+    if (knobs)
+        list(APPEND params "knobs=${knobs}")
+    endif ()
 
     set(review_outputs "")
     if (MSDA_KEEP_STMT)

@@ -45,6 +45,26 @@ Func widened(const Func &stored, const std::string &name) {
     return f;
 }
 
+// The sizes the autoschedulers plan for (Halide's estimates), in one place:
+// a variant's own compile-time C_h, N_l and N_p (32, 4 and 4 where it has
+// none), and the rest those of the Deformable DETR encoder layer of the
+// demo and the bench's M0 (2 batch elements of 22,223 queries, 8 heads,
+// value's 22,223 rows).
+enum class Estimated { value_shaped, query_shaped, per_sample, spatial_shapes, level_start_index };
+Region estimated(Estimated tensor, const schedules::Specialization &sizes) {
+    const int channels = sizes.channels > 0 ? sizes.channels : 32, levels = sizes.levels > 0 ? sizes.levels : 4,
+              points = sizes.points > 0 ? sizes.points : 4;
+    constexpr int heads = 8, queries = 22223, rows = 22223, batch = 2;
+    switch (tensor) {
+    case Estimated::value_shaped: return {{0, channels}, {0, heads}, {0, rows}, {0, batch}};
+    case Estimated::query_shaped: return {{0, channels}, {0, heads}, {0, queries}, {0, batch}};
+    case Estimated::per_sample: return {{0, points}, {0, levels}, {0, heads}, {0, queries}, {0, batch}};
+    case Estimated::spatial_shapes: return {{0, 2}, {0, levels}};
+    case Estimated::level_start_index: return {{0, levels}};
+    }
+    return {};
+}
+
 // A result rounded once to its storage type.
 Func rounded(const Func &result, const Type &type, const std::string &name) {
     if (result.type() == type) return result;
@@ -67,11 +87,14 @@ public:
     using GeneratorParam = typename Generator<Self>::template GeneratorParam<T>;
 
     GeneratorParam<int> channels{"channels", 0};
-    GeneratorParam<int> query_tile{"query_tile", 16};
-    GeneratorParam<int> vector_width{"vector_width", 0};
+    // The schedule's knobs per class of target (schedules/knobs.h:
+    // knobs_for_target): `CLASS@knob:value,...` entries separated by '/';
+    // empty: the family defaults. The build writes it from the variant's
+    // configuration and schedules/tuned.cmake.
+    GeneratorParam<std::string> knobs{"knobs", ""};
     // A compile-time N_l and N_p (both, or neither: 0), for the forward and
     // MSDA's part=sample. They then walk the samples query by query, all of a
-    // query's levels and points as one vector (schedules::Tunables), which
+    // query's levels and points as one vector (schedules::Specialization), which
     // needs the (l, p) dimensions of sampling_locations, attention_weights
     // and their gradients in their canonical, dense order: strides (2, 2 N_p)
     // for the location planes, (1, N_p) for the weights. The runtime picks
@@ -127,11 +150,13 @@ protected:
             if (dense_samples()) attention_weights.dim(0).set_stride(1).dim(1).set_stride((int)points);
         }
 
-        // Estimates: the Deformable DETR encoder layer of the demo.
-        value.set_estimates({{0, 32}, {0, 8}, {0, 22223}, {0, 2}});
-        spatial_shapes.set_estimates({{0, 2}, {0, 4}});
-        level_start_index.set_estimates({{0, 4}});
-        const Region per_sample = {{0, 4}, {0, 4}, {0, 8}, {0, 22223}, {0, 2}};
+        value.set_estimates(estimated(Estimated::value_shaped, specialization()));
+        spatial_shapes.set_estimates(estimated(Estimated::spatial_shapes, specialization()));
+        level_start_index.set_estimates(estimated(Estimated::level_start_index, specialization()));
+        align_corners.set_estimate(false);
+        border.set_estimate(false);
+        nearest.set_estimate(false);
+        const Region per_sample = estimated(Estimated::per_sample, specialization());
         locations_x.set_estimates(per_sample);
         locations_y.set_estimates(per_sample);
         attention_weights.set_estimates(per_sample);
@@ -163,15 +188,10 @@ protected:
     // the per-sample tensors: the target's schedule family says.
     bool dense_samples() { return schedules::input_requirements(this->get_target()).dense_samples; }
 
-    schedules::Tunables tunables() const {
-        schedules::Tunables t;
-        t.channels = channels;
-        t.query_tile = query_tile;
-        t.vector_width = vector_width;
-        t.levels = levels;
-        t.points = points;
-        return t;
+    schedules::Specialization specialization() const {
+        return {.channels = channels, .levels = levels, .points = points};
     }
+    schedules::Knobs target_knobs() { return schedules::knobs_for_target(this->get_target(), knobs.value()); }
 };
 
 class MsdaForward : public MsdaGeneratorBase<MsdaForward> {
@@ -188,12 +208,15 @@ public:
         pipeline = build_forward(in);
         output = pipeline.output;
         if (channels > 0) output.dim(0).set_bounds(0, (int)channels);
-        output.set_estimates({{0, 32}, {0, 8}, {0, 22223}, {0, 2}});
+        output.set_estimates(estimated(Estimated::query_shaped, specialization()));
     }
 
+    // With an autoscheduler (Halide's, in `msda sweep`), its schedule
+    // replaces the family's.
     void schedule() {
+        if (using_autoscheduler()) return;
         pipeline.output = output;
-        schedules::schedule_forward(get_target(), pipeline, tunables());
+        schedules::schedule_forward(get_target(), pipeline, specialization(), target_knobs());
     }
 
 private:
@@ -248,7 +271,7 @@ public:
     void generate() {
         MsdaInputs in = declare_inputs();
         if (channels > 0) grad_output.dim(0).set_bounds(0, (int)channels);
-        grad_output.set_estimates({{0, 32}, {0, 8}, {0, 22223}, {0, 2}});
+        grad_output.set_estimates(estimated(Estimated::query_shaped, specialization()));
         Func grad_output_f32 = widened(grad_output, "grad_output");
         if (part == BackwardPart::value) {
             value_pipeline = build_grad_value(in, grad_output_f32, sum);
@@ -270,7 +293,7 @@ public:
             for (std::size_t i = 0; i < planes.size(); i++) {
                 OutputImageParam plane = planes[i];
                 allow_any_strides(plane, 5);
-                plane.set_estimates({{0, 4}, {0, 4}, {0, 8}, {0, 22223}, {0, 2}});
+                plane.set_estimates(estimated(Estimated::per_sample, specialization()));
                 if (points > 0) {
                     // As the inputs (declare_inputs): grad_attention_weights'
                     // (l, p) block dense, the location gradient's planes
@@ -297,10 +320,11 @@ public:
     void declare_value_shaped(Output<Buffer<void, 4>> &out, const Func &f) {
         out = f;
         if (channels > 0) out.dim(0).set_bounds(0, (int)channels);
-        out.set_estimates({{0, 32}, {0, 8}, {0, 22223}, {0, 2}});
+        out.set_estimates(estimated(Estimated::value_shaped, specialization()));
     }
 
     void schedule() {
+        if (using_autoscheduler()) return;
         if (part == BackwardPart::value) {
             if (grad_value_sums) {
                 value_pipeline.grad_value = *grad_value_sums;
@@ -308,10 +332,10 @@ public:
             } else {
                 value_pipeline.grad_value = *grad_value_output;
             }
-            schedules::schedule_grad_value(get_target(), value_pipeline, tunables());
+            schedules::schedule_grad_value(get_target(), value_pipeline, specialization(), target_knobs());
         } else {
             sample_pipeline.grads = *grads_output;
-            schedules::schedule_grad_sample(get_target(), sample_pipeline, tunables());
+            schedules::schedule_grad_sample(get_target(), sample_pipeline, specialization(), target_knobs());
         }
     }
 
@@ -330,6 +354,7 @@ private:
 class MsdaRelayout : public Generator<MsdaRelayout> {
 public:
     GeneratorParam<Type> storage{"storage", Float(32)};
+    GeneratorParam<std::string> knobs{"knobs", ""};  // as MsdaGeneratorBase's
 
     Input<Buffer<void, 4>> input{"input"};
     Output<Buffer<void, 4>> output{"output"};
@@ -345,11 +370,15 @@ public:
             input.dim(d).set_stride(Expr());
             output.dim(d).set_stride(Expr());
         }
-        input.set_estimates({{0, 32}, {0, 8}, {0, 22223}, {0, 2}});
-        output.set_estimates({{0, 32}, {0, 8}, {0, 22223}, {0, 2}});
+        input.set_estimates(estimated(Estimated::value_shaped, {}));
+        output.set_estimates(estimated(Estimated::value_shaped, {}));
     }
 
-    void schedule() { schedules::schedule_relayout(get_target(), output, c, h, row, b); }
+    void schedule() {
+        if (using_autoscheduler()) return;
+        schedules::schedule_relayout(get_target(), output, c, h, row, b,
+                                     schedules::knobs_for_target(get_target(), knobs.value()));
+    }
 
 private:
     Var c{"c"}, h{"h"}, row{"row"}, b{"b"};

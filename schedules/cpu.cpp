@@ -1,7 +1,8 @@
 // The CPU family's schedules (x86-64 and 64-bit ARM): the loop structure is
 // the same on both, and what depends on the target comes from it (the
-// vector width, natural_vector_size, and the caches its blocks are sized
-// against, core_caches). Work is split into parallel tasks over runs of
+// vector width, natural_vector_size) or from the knobs (knobs.h: tile and
+// task sizes, the cache budgets its blocks are sized against, loop orders,
+// unrolling), whose values per CPU class a sweep chooses. Work is split into parallel tasks over runs of
 // queries (forward, per-sample gradients) or over (batch, head) slices of grad_value
 // (the scatter), and vectorised over channels, with a guarded tail when C_h
 // is not a multiple of the vector width. Two walks of the samples
@@ -12,14 +13,16 @@
 // Performance section says where each one's time goes.
 #include "schedules.h"
 
+#include <algorithm>
+
 namespace msda::schedules::cpu {
 
 using namespace Halide;
 
 namespace {
 
-int vector_width(const Target &target, const Tunables &tunables) {
-    return tunables.vector_width > 0 ? tunables.vector_width : target.natural_vector_size<float>();
+int vector_width(const Target &target, const Knobs &knobs) {
+    return knobs.vector_width > 0 ? knobs.vector_width : target.natural_vector_size<float>();
 }
 
 // Vectorises a stage over channels: whole vectors when C_h is a compile-time
@@ -67,11 +70,11 @@ void corner_table_per_tile(Func corners, const std::vector<Func> &stages, const 
 }
 
 // A pass over a value-shaped Func (c, h, row, b) in memory order: whole rows
-// (every head), blocks of rows per parallel task.
-void in_memory_order(Func f, const MsdaVars &v, const Var &row, int width, int channels) {
+// (every head), blocks of rows per parallel task (Knobs::fill_rows).
+void in_memory_order(Func f, const MsdaVars &v, const Var &row, int width, int channels, const Knobs &knobs) {
     Var block("block"), rows("rows"), task("task");
     f.reorder(v.c, v.h, row, v.b)
-        .split(row, block, rows, 256, TailStrategy::GuardWithIf)
+        .split(row, block, rows, knobs.fill_rows, TailStrategy::GuardWithIf)
         .fuse(block, v.b, task)
         .parallel(task);
     vectorize_channels(f, v.c, width, channels);
@@ -81,18 +84,6 @@ void in_memory_order(Func f, const MsdaVars &v, const Var &row, int width, int c
 
 namespace {
 
-// The caches of one core that the blocks below are sized against, from the
-// target: on x86-64 those of the cores the schedule was measured on (48 KiB
-// L1d, 2 MiB L2), on ARM those of the Neoverse cores of ARM servers
-// (Graviton 2 to 4, Ampere Altra: 64 KiB L1d, 1 MiB L2).
-struct CoreCaches {
-    int l1_data, l2;
-};
-CoreCaches core_caches(const Target &target) {
-    if (target.arch == Target::ARM) return {64 << 10, 1 << 20};
-    return {48 << 10, 2 << 20};
-}
-
 // The largest power of two <= n (n >= 1).
 int power_of_two_at_most(int n) {
     int p = 1;
@@ -101,18 +92,21 @@ int power_of_two_at_most(int n) {
 }
 
 // Queries whose rows of grad_output the scatter keeps at hand while it walks
-// the levels: a sixteenth of L2 for a head's rows at C_h = 32 (1024 queries,
-// 128 KiB, on x86-64). The runs change only when rows are loaded: each
-// row's contributions come in query order whatever their length.
-int queries_per_run(const Target &target) { return power_of_two_at_most(core_caches(target).l2 / 16 / (32 * 4)); }
+// the levels: a sixteenth of the L2 budget (Knobs::l2_bytes) for a head's
+// rows at C_h = 32 (1024 queries, 128 KiB, for x86-64's 2 MiB). The runs
+// change only when rows are loaded: each row's contributions come in query
+// order whatever their length.
+int queries_per_run(int l2_bytes) { return power_of_two_at_most(std::max(1, l2_bytes / 16 / (32 * 4))); }
 
 }  // namespace
 
-// Queries per parallel task: a whole number of tiles, about 1/16 of a batch
-// element's queries, so each thread walks long runs of neighbouring queries
-// (their corners share cache lines) and there are tasks enough to balance.
-Expr queries_per_task(const MsdaVars &v, int tile) {
-    return max(1, (v.queries + 16 * tile - 1) / (16 * tile)) * tile;
+// Queries per parallel task: a whole number of tiles, about
+// 1/Knobs::tasks_per_batch (16) of a batch element's queries, so each thread
+// walks long runs of neighbouring queries (their corners share cache lines)
+// and there are tasks enough to balance.
+Expr queries_per_task(const MsdaVars &v, const Knobs &knobs) {
+    const int tile = knobs.query_tile, tasks = knobs.tasks_per_batch;
+    return max(1, (v.queries + tasks * tile - 1) / (tasks * tile)) * tile;
 }
 
 namespace {
@@ -144,19 +138,43 @@ void tables_per_query_head(Func corners, const std::vector<Func> &stages, const 
 // neighbourhood, whose rows hold every head). A (query, head)'s N_l * N_p
 // samples are one vector through the geometry and the corner table; their
 // sums over channels stay in registers until output is written.
-void schedule_forward_by_query(const Target &target, ForwardPipeline &f, const Tunables &tunables) {
+void schedule_forward_by_query(const Target &target, ForwardPipeline &f, const Specialization &sizes, const Knobs &knobs) {
     const MsdaVars &v = f.vars;
-    const int width = vector_width(target, tunables);
+    const int width = vector_width(target, knobs);
     Var chunk("chunk"), query("query"), task("task");
-    if (tunables.channels > 0) f.output.bound(v.c, 0, tunables.channels);
-    f.output.split(v.q, chunk, query, queries_per_task(v, tunables.query_tile), TailStrategy::GuardWithIf)
+    if (sizes.channels > 0) f.output.bound(v.c, 0, sizes.channels);
+    f.output.split(v.q, chunk, query, queries_per_task(v, knobs), TailStrategy::GuardWithIf)
         .reorder(v.c, v.h, query, chunk, v.b)
         .fuse(chunk, v.b, task)
         .parallel(task);
-    vectorize_channels(f.output, v.c, width, tunables.channels);
+    vectorize_channels(f.output, v.c, width, sizes.channels);
 
     const LoopLevel head(f.output, v.h);
-    const bool whole_vectors = tunables.channels > 0 && tunables.channels % width == 0;
+    const bool whole_vectors = sizes.channels > 0 && sizes.channels % width == 0 && knobs.unroll_channels;
+    // The tables, and a second copy of the loops for align_corners and
+    // border both off, where the geometry's selects on them fold away (the
+    // forward 4-5% faster; the backward's passes did not gain, so they have
+    // one copy): the last of either walk.
+    const auto tables_and_usual_copy = [&] {
+        tables_per_query_head(f.corners, f.geometry_stages, f.field, v, head, LoopLevel(f.output, task),
+                              f.layout.fields);
+        if (v.usual_sampling.defined() && knobs.specialize_usual) f.output.specialize(v.usual_sampling);
+    };
+    if (!knobs.point_sums) {
+        // One sum for every sample of the (query, head), in (level, point)
+        // order.
+        f.accumulated.compute_at(head);
+        vectorize_channels(f.accumulated, v.c, width, sizes.channels);
+        Stage accumulate = f.accumulated.update();
+        accumulate.reorder(v.c, f.sum_over.x, f.sum_over.y).unroll(f.sum_over.x).unroll(f.sum_over.y);
+        vectorize_channels(accumulate, v.c, width, sizes.channels);
+        if (whole_vectors) {
+            f.accumulated.unroll(v.c);
+            accumulate.unroll(v.c);
+        }
+        tables_and_usual_copy();
+        return;
+    }
     // One running sum per point (rfactor), each over the levels, then the
     // points' sums added: a sample's multiply-adds chain into its point's
     // sum, so the points' chains overlap (one sum for all sixteen samples
@@ -164,28 +182,23 @@ void schedule_forward_by_query(const Target &target, ForwardPipeline &f, const T
     Var point("point");
     Func by_point = f.accumulated.update().rfactor(f.sum_over.x, point);
     f.accumulated.compute_at(head);
-    vectorize_channels(f.accumulated, v.c, width, tunables.channels);
+    vectorize_channels(f.accumulated, v.c, width, sizes.channels);
     Stage accumulate = f.accumulated.update();
     accumulate.reorder(v.c, f.sum_over.x).unroll(f.sum_over.x);
-    vectorize_channels(accumulate, v.c, width, tunables.channels);
-    by_point.compute_at(head).bound(point, 0, tunables.points).reorder_storage(v.c, point).reorder(v.c, point);
-    vectorize_channels(by_point, v.c, width, tunables.channels);
+    vectorize_channels(accumulate, v.c, width, sizes.channels);
+    by_point.compute_at(head).bound(point, 0, sizes.points).reorder_storage(v.c, point).reorder(v.c, point);
+    vectorize_channels(by_point, v.c, width, sizes.channels);
     by_point.unroll(point);
     Stage by_point_update = by_point.update();
     by_point_update.reorder(v.c, point, f.sum_over.y).unroll(point);
-    vectorize_channels(by_point_update, v.c, width, tunables.channels);
+    vectorize_channels(by_point_update, v.c, width, sizes.channels);
     if (whole_vectors) {
         f.accumulated.unroll(v.c);
         accumulate.unroll(v.c);
         by_point.unroll(v.c);
         by_point_update.unroll(v.c);
     }
-    tables_per_query_head(f.corners, f.geometry_stages, f.field, v, head, LoopLevel(f.output, task),
-                          f.layout.fields);
-    // A second copy of the loops for align_corners and border both off,
-    // where the geometry's selects on them fold away (the forward 4-5%
-    // faster; the backward's passes did not gain, so they have one copy).
-    if (v.usual_sampling.defined()) f.output.specialize(v.usual_sampling);
+    tables_and_usual_copy();
 }
 
 // The corner dot products of each sample in one pass over the channels:
@@ -197,7 +210,7 @@ void schedule_forward_by_query(const Target &target, ForwardPipeline &f, const T
 // multiply-adds, and all points together made the backward 4% faster than
 // one sample's corners). The dots are computed at `at`, their samples
 // walked in `order` (innermost first: p, then l or q).
-void corner_dots_by_lanes(GradSamplePipeline &f, const Tunables &tunables, int width, const LoopLevel &at,
+void corner_dots_by_lanes(GradSamplePipeline &f, const Specialization &sizes, const Knobs &knobs, int width, const LoopLevel &at,
                           const std::vector<VarOrRVar> &order) {
     const MsdaVars &v = f.vars;
     RVar channel_outer("channel_outer"), channel_lane("channel_lane");
@@ -205,7 +218,7 @@ void corner_dots_by_lanes(GradSamplePipeline &f, const Tunables &tunables, int w
     // GKA's one dot a sample: eight lanes, reduced as scalars (sixteen
     // lanes in a vector reduction made its per-sample pass 1.5x slower).
     const bool one_corner = f.layout.corners == 1;
-    const int lanes = one_corner ? std::min(width, 8) : width;
+    const int lanes = knobs.dot_lanes > 0 ? knobs.dot_lanes : one_corner ? std::min(width, 8) : width;
     Func partial = f.corner_dots.update()
                        .split(f.channel.x, channel_outer, channel_lane, lanes, TailStrategy::GuardWithIf)
                        .rfactor(channel_lane, lane);
@@ -222,15 +235,17 @@ void corner_dots_by_lanes(GradSamplePipeline &f, const Tunables &tunables, int w
     }
     partial.reorder_storage(lane, f.corner, v.p).reorder(lane, f.corner, v.p).vectorize(lane).unroll(f.corner);
     partial.update().reorder(lane, f.corner, v.p, channel_outer).vectorize(lane).unroll(f.corner);
-    if (tunables.points > 0 && !one_corner) {
-        f.corner_dots.bound(v.p, 0, tunables.points).vectorize(v.p);
+    if (sizes.points > 0 && !one_corner) {
+        f.corner_dots.bound(v.p, 0, sizes.points).vectorize(v.p);
         reduce.vectorize(v.p);
         partial.compute_at(f.corner_dots, order.at(1).var).unroll(v.p);
         partial.update().unroll(v.p);
     } else {
         partial.compute_at(f.corner_dots, v.p);
     }
-    if (tunables.channels > 0 && tunables.channels % lanes == 0) partial.update().unroll(channel_outer);
+    if (sizes.channels > 0 && sizes.channels % lanes == 0 && knobs.unroll_channels) {
+        partial.update().unroll(channel_outer);
+    }
 }
 
 // The per-sample gradients with compile-time N_l and N_p, walked as the
@@ -238,64 +253,67 @@ void corner_dots_by_lanes(GradSamplePipeline &f, const Tunables &tunables, int w
 // samples one vector through the geometry, the corner table and the
 // gradients' arithmetic (written as dense vectors), value read in its own
 // layout.
-void schedule_grad_sample_by_query(const Target &target, GradSamplePipeline &f, const Tunables &tunables) {
+void schedule_grad_sample_by_query(const Target &target, GradSamplePipeline &f, const Specialization &sizes, const Knobs &knobs) {
     const MsdaVars &v = f.vars;
-    const int width = vector_width(target, tunables);
+    const int width = vector_width(target, knobs);
     Var chunk("chunk"), query("query"), task("task");
-    f.grads.bound(v.p, 0, tunables.points)
-        .bound(v.l, 0, tunables.levels)
-        .split(v.q, chunk, query, queries_per_task(v, tunables.query_tile), TailStrategy::GuardWithIf)
+    f.grads.bound(v.p, 0, sizes.points)
+        .bound(v.l, 0, sizes.levels)
+        .split(v.q, chunk, query, queries_per_task(v, knobs), TailStrategy::GuardWithIf)
         .reorder(v.p, v.l, v.h, query, chunk, v.b)
         .fuse(chunk, v.b, task)
         .parallel(task)
         .vectorize(v.p)
         .vectorize(v.l);
     const LoopLevel head(f.grads, v.h);
-    corner_dots_by_lanes(f, tunables, width, head, {v.p, v.l});
+    corner_dots_by_lanes(f, sizes, knobs, width, head, {v.p, v.l});
     tables_per_query_head(f.corners, f.geometry_stages, f.field, v, head, LoopLevel(f.grads, task),
                           f.layout.fields);
     // The (query, head)'s row of grad_output.
     f.grad_rows.compute_at(head);
-    vectorize_channels(f.grad_rows, v.c, width, tunables.channels);
+    vectorize_channels(f.grad_rows, v.c, width, sizes.channels);
 }
 
 }  // namespace
 
-void schedule_forward(const Target &target, ForwardPipeline &f, const Tunables &tunables) {
-    if (tunables.points > 0) {
-        schedule_forward_by_query(target, f, tunables);
+void schedule_forward(const Target &target, ForwardPipeline &f, const Specialization &sizes, const Knobs &knobs) {
+    if (sizes.points > 0) {
+        schedule_forward_by_query(target, f, sizes, knobs);
         return;
     }
     const MsdaVars &v = f.vars;
-    const int width = vector_width(target, tunables);
-    const int tile = tunables.query_tile;
+    const int width = vector_width(target, knobs);
     Var chunk("chunk"), rest("rest"), task("task");
 
-    if (tunables.channels > 0) f.output.bound(v.c, 0, tunables.channels);
+    if (sizes.channels > 0) f.output.bound(v.c, 0, sizes.channels);
     // One task per run of queries of one batch element; inside it, one head
     // at a time.
-    f.output.split(v.q, chunk, rest, queries_per_task(v, tile), TailStrategy::GuardWithIf)
+    f.output.split(v.q, chunk, rest, queries_per_task(v, knobs), TailStrategy::GuardWithIf)
         .reorder(v.c, rest, v.h, chunk, v.b)
         .fuse(chunk, v.b, task)
         .parallel(task);
-    vectorize_channels(f.output, v.c, width, tunables.channels);
+    vectorize_channels(f.output, v.c, width, sizes.channels);
 
     // The sums of one head over the task's queries, level by level: one
     // level's slice of one head is the working set while its samples are
     // gathered (it fits in L2 where the whole head would not). Inside a
     // tile, point by point over its queries: consecutive samples add into
     // different queries' sums, so their multiply-adds do not wait on each
-    // other (points innermost, the sums staying in registers per query, was
-    // 3-9% slower).
+    // other (points innermost, Knobs::points_inner, the sums staying in
+    // registers per query, was 3-9% slower).
     f.accumulated.compute_at(f.output, v.h);
-    vectorize_channels(f.accumulated, v.c, width, tunables.channels);
+    vectorize_channels(f.accumulated, v.c, width, sizes.channels);
     Stage accumulate = f.accumulated.update();
     RVar point = f.sum_over.x, level = f.sum_over.y;
     Var query_tile("query_tile"), query("query");
-    accumulate.split(v.q, query_tile, query, tile, TailStrategy::GuardWithIf)
-        .reorder(v.c, query, point, query_tile, level);
-    vectorize_channels(accumulate, v.c, width, tunables.channels);
-    if (tunables.channels > 0 && tunables.channels % width == 0) {
+    accumulate.split(v.q, query_tile, query, knobs.query_tile, TailStrategy::GuardWithIf);
+    if (knobs.points_inner) {
+        accumulate.reorder(v.c, point, query, query_tile, level);
+    } else {
+        accumulate.reorder(v.c, query, point, query_tile, level);
+    }
+    vectorize_channels(accumulate, v.c, width, sizes.channels);
+    if (sizes.channels > 0 && sizes.channels % width == 0 && knobs.unroll_channels) {
         f.accumulated.unroll(v.c);
         accumulate.unroll(v.c);
     }
@@ -303,32 +321,32 @@ void schedule_forward(const Target &target, ForwardPipeline &f, const Tunables &
     // The corners of one (tile, level)'s samples, vectorised across queries:
     // the channel loop then only loads rows, weights and the mask.
     const LoopLevel at_tile(f.accumulated, query_tile);
-    corner_table_per_tile(f.corners, f.geometry_stages, f.field, v, at_tile, LoopLevel(f.output, task), width, tile,
-                          f.layout.fields);
+    corner_table_per_tile(f.corners, f.geometry_stages, f.field, v, at_tile, LoopLevel(f.output, task), width,
+                          knobs.query_tile, f.layout.fields);
     // As in the by-query forward: a copy for align_corners and border off.
-    if (v.usual_sampling.defined()) f.output.specialize(v.usual_sampling);
+    if (v.usual_sampling.defined() && knobs.specialize_usual) f.output.specialize(v.usual_sampling);
 }
 
-void schedule_grad_value(const Target &target, GradValuePipeline &f, const Tunables &tunables) {
+void schedule_grad_value(const Target &target, GradValuePipeline &f, const Specialization &sizes, const Knobs &knobs) {
     if (f.sum != GradValueSum::float32) {
         throw std::runtime_error("msda's CPU family sums grad_value in float32 in a fixed order (target " +
                                  target.to_string() + "): each task owns its slice, without atomics");
     }
     const MsdaVars &v = f.vars;
-    const int width = vector_width(target, tunables);
+    const int width = vector_width(target, knobs);
     Var slice("slice");
-    if (tunables.channels > 0) f.grad_value.bound(v.c, 0, tunables.channels);
+    if (sizes.channels > 0) f.grad_value.bound(v.c, 0, sizes.channels);
 
     // Zero-fill, then scatter. Each scatter task owns the grad_value rows of
     // one (batch, head) slice and visits samples in a fixed order, so results
     // are bitwise identical for any thread count, without atomics.
     // The zero-fill walks memory in order: whole rows (every head), blocks of
     // rows per task.
-    in_memory_order(f.grad_value, v, f.row, width, tunables.channels);
+    in_memory_order(f.grad_value, v, f.row, width, sizes.channels, knobs);
 
     Stage scatter = f.grad_value.update();
     RVar corner = f.scatter[0], point = f.scatter[1], level = f.scatter[2], query = f.scatter[3];
-    if (tunables.points > 0) {
+    if (sizes.points > 0) {
         // Compile-time N_l and N_p: per slice, query by query, as the
         // by-query forward walks; a query's samples one vector through the
         // geometry and the corner table (dense loads of its locations and
@@ -349,46 +367,46 @@ void schedule_grad_value(const Target &target, GradValuePipeline &f, const Tunab
         // grad_output are loaded once, all together (their loads overlap),
         // and stay in L2 for every level.
         RVar run("run"), rest("rest"), query_tile("query_tile"), query_inner("query_inner");
-        scatter.split(query, run, rest, queries_per_run(target), TailStrategy::GuardWithIf)
-            .split(rest, query_tile, query_inner, tunables.query_tile, TailStrategy::GuardWithIf)
+        scatter.split(query, run, rest, queries_per_run(knobs.l2_budget(target)), TailStrategy::GuardWithIf)
+            .split(rest, query_tile, query_inner, knobs.query_tile, TailStrategy::GuardWithIf)
             .reorder(v.c, corner, point, query_inner, query_tile, level, run, v.h, v.b)
             .fuse(v.h, v.b, slice)
             .parallel(slice);
         corner_table_per_tile(f.corners, f.geometry_stages, f.field, v, LoopLevel(f.grad_value, query_tile),
-                              LoopLevel(f.grad_value, slice), width, tunables.query_tile, f.layout.fields);
+                              LoopLevel(f.grad_value, slice), width, knobs.query_tile, f.layout.fields);
         f.grad_rows.compute_at(f.grad_value, run).hoist_storage(LoopLevel(f.grad_value, slice));
     }
-    vectorize_channels(scatter, v.c, width, tunables.channels);
-    vectorize_channels(f.grad_rows, v.c, width, tunables.channels);
+    vectorize_channels(scatter, v.c, width, sizes.channels);
+    vectorize_channels(f.grad_rows, v.c, width, sizes.channels);
     // Unrolled corners pick their fields statically.
     scatter.unroll(corner);
-    if (tunables.channels > 0 && tunables.channels % width == 0) {
+    if (sizes.channels > 0 && sizes.channels % width == 0 && knobs.unroll_channels) {
         f.grad_value.unroll(v.c);
         scatter.unroll(v.c);
     }
 
     // Half-precision storage: the float32 sums rounded once, in memory order.
     if (f.stored.defined()) {
-        if (tunables.channels > 0) f.stored.bound(v.c, 0, tunables.channels);
-        in_memory_order(f.stored, v, f.row, width, tunables.channels);
+        if (sizes.channels > 0) f.stored.bound(v.c, 0, sizes.channels);
+        in_memory_order(f.stored, v, f.row, width, sizes.channels, knobs);
     }
 }
 
-void schedule_grad_sample(const Target &target, GradSamplePipeline &f, const Tunables &tunables) {
-    if (tunables.points > 0) {
-        schedule_grad_sample_by_query(target, f, tunables);
+void schedule_grad_sample(const Target &target, GradSamplePipeline &f, const Specialization &sizes, const Knobs &knobs) {
+    if (sizes.points > 0) {
+        schedule_grad_sample_by_query(target, f, sizes, knobs);
         return;
     }
     const MsdaVars &v = f.vars;
-    const int width = vector_width(target, tunables);
+    const int width = vector_width(target, knobs);
     Var chunk("chunk"), rest("rest"), query_tile("query_tile"), query("query"), task("task");
 
     // Runs of queries per task, one head at a time, level by level (one
     // level's slice of one head is the working set of the corner reads),
     // over tiles of queries. The gradients' arithmetic is vectorised across
     // the tile's queries; the dot products before it are per sample.
-    f.grads.split(v.q, chunk, rest, queries_per_task(v, tunables.query_tile), TailStrategy::GuardWithIf)
-        .split(rest, query_tile, query, tunables.query_tile, TailStrategy::GuardWithIf)
+    f.grads.split(v.q, chunk, rest, queries_per_task(v, knobs), TailStrategy::GuardWithIf)
+        .split(rest, query_tile, query, knobs.query_tile, TailStrategy::GuardWithIf)
         .reorder(query, v.p, query_tile, v.l, v.h, chunk, v.b)
         .fuse(chunk, v.b, task)
         .parallel(task)
@@ -397,23 +415,24 @@ void schedule_grad_sample(const Target &target, GradSamplePipeline &f, const Tun
     // The dots stay stored corners-innermost, as they are computed (stored
     // queries-innermost, for dense reads by the gradients, the backward
     // was 1.1x slower: each sample's dots are then written lane by lane).
-    corner_dots_by_lanes(f, tunables, width, LoopLevel(f.grads, query_tile), {v.p, v.q});
+    corner_dots_by_lanes(f, sizes, knobs, width, LoopLevel(f.grads, query_tile), {v.p, v.q});
 
     corner_table_per_tile(f.corners, f.geometry_stages, f.field, v, LoopLevel(f.grads, query_tile),
-                          LoopLevel(f.grads, task), width, tunables.query_tile, f.layout.fields);
+                          LoopLevel(f.grads, task), width, knobs.query_tile, f.layout.fields);
     // The run's rows of grad_output for the head, loaded once for all levels.
     f.grad_rows.compute_at(f.grads, v.h).hoist_storage(LoopLevel(f.grads, task));
-    vectorize_channels(f.grad_rows, v.c, width, tunables.channels);
+    vectorize_channels(f.grad_rows, v.c, width, sizes.channels);
 }
 
-void schedule_relayout(const Target &target, Func out, const Var &c, const Var &h, const Var &row, const Var &b) {
+void schedule_relayout(const Target &target, Func out, const Var &c, const Var &h, const Var &row, const Var &b,
+                       const Knobs &knobs) {
     // Blocks of rows per task; inside a block, head by head: a block's rows
-    // of every head (a third of L1d for 8 x 32 channels of float32: 16 rows,
-    // 16 KiB, on both families) stay in L1 whichever of the two layouts is
+    // of every head (a third of the L1d budget, Knobs::l1_bytes, for 8 x 32
+    // channels of float32: 16 rows, 16 KiB, on both families) stay in L1 whichever of the two layouts is
     // head-major, so both sides are read and written in whole cache lines.
     Var block("block"), rows("rows"), task("task");
     const int width = target.natural_vector_size(out.type());
-    const int block_rows = power_of_two_at_most(core_caches(target).l1_data / 3 / (8 * 32 * 4));
+    const int block_rows = power_of_two_at_most(std::max(1, knobs.l1_budget(target) / 3 / (8 * 32 * 4)));
     out.split(row, block, rows, block_rows, TailStrategy::GuardWithIf)
         .reorder(c, rows, h, block, b)
         .fuse(block, b, task)

@@ -3,7 +3,7 @@
 // threads and every reduction run in one thread, in a fixed order. Nothing
 // adds into memory another thread writes, so there are no atomics and every
 // result has the same bits from run to run (grad_value's atomic variant,
-// Tunables::atomic, is the one exception, asked for by name):
+// GradValueSum::float32_atomic, is the one exception, asked for by name):
 //   - the forward: a block per (tile of queries, head, batch element) and
 //     tile of channels, a thread per (query, channel), each summing its
 //     samples in (level, point) order;
@@ -22,28 +22,16 @@ using namespace Halide;
 
 namespace {
 
-// Threads of a block along channels, and queries of a forward block.
-constexpr int kChannelThreads = 32;
-constexpr int kQueryThreads = 8;
-// Threads of a block of the per-sample gradients (one query each).
-constexpr int kSampleThreads = 64;
-// Rows of a block of the zero-fill and of the half-precision rounding.
-constexpr int kRowThreads = 8;
-// CUDA: channels a thread computes of the forward's output and of the
-// scatters.
-constexpr int kChannelsPerThread = 4;
-// The fixed-point sum's bounds: threads of a block (one (head, query)
-// each); bounds a block of the first level of their maximum takes; threads
-// (a warp on CUDA) that share each level.
-constexpr int kBoundThreads = 128;
-constexpr int kChunk = 1024;
-constexpr int kLanes = 32;
+// The block shapes are knobs (knobs.h: channel_threads, query_threads,
+// sample_threads, row_threads, channels_per_thread on CUDA, and the
+// fixed-point sum's bound_threads, chunk and reduction_lanes), defaults
+// 32, 8, 64, 8, 4, 128, 1024 and 32.
 
 // A value-shaped pure Func (c, h, row, b) over blocks of rows and channels.
-void rows_and_channels(Func f, const MsdaVars &v, const Var &row) {
+void rows_and_channels(Func f, const MsdaVars &v, const Var &row, const Knobs &knobs) {
     Var co("co"), ci("ci"), ro("ro"), ri("ri"), hb("hb");
-    f.split(v.c, co, ci, kChannelThreads, TailStrategy::GuardWithIf)
-        .split(row, ro, ri, kRowThreads, TailStrategy::GuardWithIf)
+    f.split(v.c, co, ci, knobs.channel_threads, TailStrategy::GuardWithIf)
+        .split(row, ro, ri, knobs.row_threads, TailStrategy::GuardWithIf)
         .reorder(ci, ri, co, ro, v.h, v.b)
         .fuse(v.h, v.b, hb)
         .gpu_blocks(co, ro, hb)
@@ -60,17 +48,17 @@ void unroll_compile_time_samples(Stage update, const RVar &point, const RVar &le
 
 }  // namespace
 
-void schedule_forward(const Target &target, ForwardPipeline &f, const Tunables &) {
+void schedule_forward(const Target &target, ForwardPipeline &f, const Specialization &, const Knobs &knobs) {
     const MsdaVars &v = f.vars;
     Var co("co"), ci("ci"), qo("qo"), qi("qi"), hb("hb");
     if (target.has_feature(Target::CUDA)) {
-        // A thread sums kChannelsPerThread neighbouring channels of its
+        // A thread sums knobs.channels_per_thread neighbouring channels of its
         // query (unrolled): a sample's geometry is computed once for them,
         // and each corner's loads are independent, in flight together.
         Var unit("unit");
-        f.output.split(v.c, co, ci, kChannelThreads * kChannelsPerThread, TailStrategy::GuardWithIf)
-            .split(ci, ci, unit, kChannelsPerThread, TailStrategy::GuardWithIf)
-            .split(v.q, qo, qi, kQueryThreads * kChannelsPerThread, TailStrategy::GuardWithIf)
+        f.output.split(v.c, co, ci, knobs.channel_threads * knobs.channels_per_thread, TailStrategy::GuardWithIf)
+            .split(ci, ci, unit, knobs.channels_per_thread, TailStrategy::GuardWithIf)
+            .split(v.q, qo, qi, knobs.query_threads * knobs.channels_per_thread, TailStrategy::GuardWithIf)
             .reorder(unit, ci, qi, co, qo, v.h, v.b)
             .fuse(v.h, v.b, hb)
             .gpu_blocks(co, qo, hb)
@@ -81,8 +69,8 @@ void schedule_forward(const Target &target, ForwardPipeline &f, const Tunables &
         unroll_compile_time_samples(f.accumulated.update(), f.sum_over.x, f.sum_over.y);
         return;
     }
-    f.output.split(v.c, co, ci, kChannelThreads, TailStrategy::GuardWithIf)
-        .split(v.q, qo, qi, kQueryThreads, TailStrategy::GuardWithIf)
+    f.output.split(v.c, co, ci, knobs.channel_threads, TailStrategy::GuardWithIf)
+        .split(v.q, qo, qi, knobs.query_threads, TailStrategy::GuardWithIf)
         .reorder(ci, qi, co, qo, v.h, v.b)
         .fuse(v.h, v.b, hb)
         .gpu_blocks(co, qo, hb)
@@ -105,24 +93,24 @@ void table_per_sample(Func corners, const Var &field, const LoopLevel &at, int f
 // whatever order the threads run. `corners` is the table it reads (the
 // pipeline's, or a clone of it for this Func).
 void atomic_scatter(const Target &target, Func into, const RDom &scatter, const MsdaVars &v, Func corners,
-                    const Var &field, int fields) {
+                    const Var &field, int fields, const Knobs &knobs) {
     RVar corner = scatter[0], point = scatter[1], level = scatter[2], query = scatter[3];
     Var co("co"), ci("ci"), hb("hb"), unit("unit");
     RVar qo("qo"), qi("qi");
     Stage update = into.update();
     update.atomic();
     if (target.has_feature(Target::CUDA)) {
-        // kChannelsPerThread channels a thread (unrolled): one corner table
+        // knobs.channels_per_thread channels a thread (unrolled): one corner table
         // for them.
-        update.split(query, qo, qi, kQueryThreads * kChannelsPerThread, TailStrategy::GuardWithIf)
-            .split(v.c, co, ci, kChannelThreads * kChannelsPerThread, TailStrategy::GuardWithIf)
-            .split(ci, ci, unit, kChannelsPerThread, TailStrategy::GuardWithIf)
+        update.split(query, qo, qi, knobs.query_threads * knobs.channels_per_thread, TailStrategy::GuardWithIf)
+            .split(v.c, co, ci, knobs.channel_threads * knobs.channels_per_thread, TailStrategy::GuardWithIf)
+            .split(ci, ci, unit, knobs.channels_per_thread, TailStrategy::GuardWithIf)
             .reorder(unit, corner, point, level, ci, qi, co, qo, v.h, v.b)
             .unroll(unit);
         unroll_compile_time_samples(update, point, level);
     } else {
-        update.split(query, qo, qi, kQueryThreads, TailStrategy::GuardWithIf)
-            .split(v.c, co, ci, kChannelThreads, TailStrategy::GuardWithIf)
+        update.split(query, qo, qi, knobs.query_threads, TailStrategy::GuardWithIf)
+            .split(v.c, co, ci, knobs.channel_threads, TailStrategy::GuardWithIf)
             .reorder(corner, point, level, ci, qi, co, qo, v.h, v.b);
     }
     update.fuse(v.h, v.b, hb).gpu_blocks(co, qo, hb).gpu_threads(ci, qi);
@@ -130,12 +118,13 @@ void atomic_scatter(const Target &target, Func into, const RDom &scatter, const 
 }
 
 // A max over the RVar `all` of a reduction's update, in two levels inside a
-// block per pure point: each of kLanes threads takes every kLanes-th term,
+// block per pure point: each of knobs.reduction_lanes threads takes every knobs.reduction_lanes-th term,
 // then one thread takes the max of theirs. Returns the per-thread Func.
-Func max_in_block(const Target &target, Stage update, const RVar &all, const std::string &name) {
+Func max_in_block(const Target &target, Stage update, const RVar &all, const std::string &name,
+                  const Knobs &knobs) {
     RVar outer(name + "_outer"), lane_term(name + "_lane_term");
     Var lane(name + "_lane");
-    Func lanes = update.split(all, outer, lane_term, kLanes, TailStrategy::GuardWithIf).rfactor(lane_term, lane);
+    Func lanes = update.split(all, outer, lane_term, knobs.reduction_lanes, TailStrategy::GuardWithIf).rfactor(lane_term, lane);
     if (target.has_feature(Target::CUDA)) {
         // Warp shuffles instead of shared memory for the last level.
         lanes.gpu_lanes(lane);
@@ -149,17 +138,17 @@ Func max_in_block(const Target &target, Stage update, const RVar &all, const std
 
 // GradValueSum::fixed_point: the bounds, a thread per (head, query); each
 // batch element's largest bound in two kernels of block-wise maxima (over
-// chunks of kChunk bounds, then over the chunks); the zeroed sums; the two
+// chunks of knobs.chunk bounds, then over the chunks); the zeroed sums; the two
 // scatters (integer atomic adds; float atomic adds of the non-finite
 // contributions alone), a thread per (query, channel) as the float32 atomic
 // scatter; grad_value from the sums.
-void schedule_fixed_point(const Target &target, GradValuePipeline &f) {
+void schedule_fixed_point(const Target &target, GradValuePipeline &f, const Knobs &knobs) {
     const MsdaVars &v = f.vars;
     FixedPointSum &s = f.fixed;
     Var hq("hq"), o("o"), i("i");
     s.bound.compute_root()
         .fuse(v.h, v.q, hq)
-        .split(hq, o, i, kBoundThreads, TailStrategy::GuardWithIf)
+        .split(hq, o, i, knobs.bound_threads, TailStrategy::GuardWithIf)
         .gpu_blocks(o, v.b)
         .gpu_threads(i);
     s.attention_bound.compute_at(s.bound, i);
@@ -169,59 +158,60 @@ void schedule_fixed_point(const Target &target, GradValuePipeline &f) {
     Var u("u");
     Stage largest = s.largest.update();
     largest.fuse(s.over.x, s.over.y, heads_queries);
-    Func chunks = largest.split(heads_queries, chunk, term, kChunk, TailStrategy::GuardWithIf).rfactor(chunk, u);
+    Func chunks = largest.split(heads_queries, chunk, term, knobs.chunk, TailStrategy::GuardWithIf).rfactor(chunk, u);
     chunks.compute_root().gpu_blocks(u, v.b);
-    Func chunk_lanes = max_in_block(target, chunks.update(), term, "chunk");
+    Func chunk_lanes = max_in_block(target, chunks.update(), term, "chunk", knobs);
     chunks.update().gpu_blocks(u, v.b);
     chunk_lanes.compute_at(chunks, u);
     s.largest.compute_root().gpu_blocks(v.b);
-    Func largest_lanes = max_in_block(target, s.largest.update(), chunk, "largest");
+    Func largest_lanes = max_in_block(target, s.largest.update(), chunk, "largest", knobs);
     s.largest.update().gpu_blocks(v.b);
     largest_lanes.compute_at(s.largest, v.b);
 
     for (Func sum : {s.sums, s.nonfinite}) {
         sum.compute_root();
-        rows_and_channels(sum, v, f.row);
+        rows_and_channels(sum, v, f.row, knobs);
     }
-    atomic_scatter(target, s.sums, s.finite_scatter, v, f.corners, f.field, f.layout.fields);
+    atomic_scatter(target, s.sums, s.finite_scatter, v, f.corners, f.field, f.layout.fields, knobs);
     atomic_scatter(target, s.nonfinite, s.nonfinite_scatter, v, f.corners.clone_in(s.nonfinite), f.field,
-                   f.layout.fields);
-    rows_and_channels(f.grad_value, v, f.row);
+                   f.layout.fields, knobs);
+    rows_and_channels(f.grad_value, v, f.row, knobs);
 }
 
-void schedule_grad_value(const Target &target, GradValuePipeline &f, const Tunables &) {
+void schedule_grad_value(const Target &target, GradValuePipeline &f, const Specialization &, const Knobs &knobs) {
     if (f.sum == GradValueSum::fixed_point) {
-        schedule_fixed_point(target, f);
+        schedule_fixed_point(target, f, knobs);
         return;
     }
     const MsdaVars &v = f.vars;
-    rows_and_channels(f.grad_value, v, f.row);
+    rows_and_channels(f.grad_value, v, f.row, knobs);
     Var co("co"), ci("ci"), hb("hb");
     RVar corner = f.scatter[0], point = f.scatter[1], level = f.scatter[2], query = f.scatter[3];
     if (f.sum == GradValueSum::float32_atomic) {
         // Options::deterministic = false: float atomic adds.
         f.atomic_sums.compute_root();
-        rows_and_channels(f.atomic_sums, v, f.row);
-        atomic_scatter(target, f.atomic_sums, f.scatter, v, f.corners, f.field, f.layout.fields);
+        rows_and_channels(f.atomic_sums, v, f.row, knobs);
+        atomic_scatter(target, f.atomic_sums, f.scatter, v, f.corners, f.field, f.layout.fields, knobs);
     } else {
         // The scatter: one thread per column (c, h, b) of grad_value, the
         // whole reduction domain (corner, p, l, q) serial inside it, query
         // outermost.
         f.grad_value.update()
-            .split(v.c, co, ci, kChannelThreads, TailStrategy::GuardWithIf)
+            .split(v.c, co, ci, knobs.channel_threads, TailStrategy::GuardWithIf)
             .reorder(corner, point, level, query, ci, co, v.h, v.b)
             .fuse(v.h, v.b, hb)
             .gpu_blocks(co, hb)
             .gpu_threads(ci);
         table_per_sample(f.corners, f.field, LoopLevel(f.grad_value, point), f.layout.fields);
     }
-    if (f.stored.defined()) rows_and_channels(f.stored, v, f.row);
+    if (f.stored.defined()) rows_and_channels(f.stored, v, f.row, knobs);
 }
 
-void schedule_grad_sample(const Target &, GradSamplePipeline &f, const Tunables &tunables) {
+void schedule_grad_sample(const Target &, GradSamplePipeline &f, const Specialization &sizes,
+                          const Knobs &knobs) {
     const MsdaVars &v = f.vars;
     Var qo("qo"), qi("qi"), hb("hb");
-    f.grads.split(v.q, qo, qi, kSampleThreads, TailStrategy::GuardWithIf)
+    f.grads.split(v.q, qo, qi, knobs.sample_threads, TailStrategy::GuardWithIf)
         .reorder(v.p, v.l, qi, qo, v.h, v.b)
         .fuse(v.h, v.b, hb)
         .gpu_blocks(qo, hb)
@@ -230,10 +220,10 @@ void schedule_grad_sample(const Target &, GradSamplePipeline &f, const Tunables 
     f.corner_dots.compute_at(f.grads, v.p).bound(f.corner, 0, f.layout.corners).unroll(f.corner);
     f.corner_dots.update().reorder(f.channel.x, f.corner).unroll(f.corner);
     // A compile-time N_l and N_p: each query's samples unrolled.
-    if (tunables.points > 0) f.grads.unroll(v.p).unroll(v.l);
+    if (sizes.points > 0) f.grads.unroll(v.p).unroll(v.l);
 }
 
-void schedule_relayout(const Target &target, Func, const Var &, const Var &, const Var &, const Var &) {
+void schedule_relayout(const Target &target, Func, const Var &, const Var &, const Var &, const Var &, const Knobs &) {
     throw std::runtime_error("msda's GPU family has no relayout (target " + target.to_string() +
                              "): its kernels read value in the layout given");
 }

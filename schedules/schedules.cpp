@@ -34,21 +34,24 @@ const FamilySchedules &schedules_of(const Halide::Target &target) {
 
 InputRequirements input_requirements(const Halide::Target &target) { return schedules_of(target).requirements; }
 
-void schedule_forward(const Halide::Target &target, ForwardPipeline &pipeline, const Tunables &tunables) {
-    schedules_of(target).forward(target, pipeline, tunables);
+void schedule_forward(const Halide::Target &target, ForwardPipeline &pipeline, const Specialization &sizes,
+                       const Knobs &knobs) {
+    schedules_of(target).forward(target, pipeline, sizes, knobs);
 }
 
-void schedule_grad_value(const Halide::Target &target, GradValuePipeline &pipeline, const Tunables &tunables) {
-    schedules_of(target).grad_value(target, pipeline, tunables);
+void schedule_grad_value(const Halide::Target &target, GradValuePipeline &pipeline, const Specialization &sizes,
+                       const Knobs &knobs) {
+    schedules_of(target).grad_value(target, pipeline, sizes, knobs);
 }
 
-void schedule_grad_sample(const Halide::Target &target, GradSamplePipeline &pipeline, const Tunables &tunables) {
-    schedules_of(target).grad_sample(target, pipeline, tunables);
+void schedule_grad_sample(const Halide::Target &target, GradSamplePipeline &pipeline, const Specialization &sizes,
+                       const Knobs &knobs) {
+    schedules_of(target).grad_sample(target, pipeline, sizes, knobs);
 }
 
 void schedule_relayout(const Halide::Target &target, Halide::Func out, const Halide::Var &c, const Halide::Var &h,
-                       const Halide::Var &row, const Halide::Var &b) {
-    schedules_of(target).relayout(target, out, c, h, row, b);
+                       const Halide::Var &row, const Halide::Var &b, const Knobs &knobs) {
+    schedules_of(target).relayout(target, out, c, h, row, b, knobs);
 }
 
 }  // namespace msda::schedules

@@ -25,9 +25,9 @@
 #   family     cpu (the build's CPU family, x86 or arm: MSDA_CPU_TARGETS),
 #              opencl (MSDA_OPENCL_TARGET, where MSDA_OPENCL is on) or cuda
 #              (MSDA_CUDA_TARGET, where MSDA_CUDA is on)
-#   config     the schedule configuration, an msda_schedule_config below: the
-#              knob values the generator gets (a sweep writes its winners
-#              here)
+#   config     the schedule configuration, an msda_schedule_config below:
+#              knob values over every class's (schedules/knobs.h); each
+#              class's own come from tuned.cmake, which `msda sweep` writes
 #   set        the smallest MSDA_VARIANT_SET that holds the row: concurrency
 #              (every tree; the tsan tree runs only test_concurrency, which
 #              calls MSDA with float32 locations) or full (full trees only;
@@ -36,8 +36,7 @@
 # Two rows of one key (family, op, kind, dtype, loc, C_h, N_l, N_p) are a
 # configure error: the runtime could call only one of them.
 
-# The generators' own defaults (Tunables: query_tile 16, the target's natural
-# vector width).
+# The family defaults, with each class's tuned values (tuned.cmake).
 msda_schedule_config(default)
 
 #            function                                         op   kind                    dtype loc  C_h N_l N_p family config  set

@@ -33,6 +33,22 @@ constexpr bool all_of_library_family() {
 static_assert(all_of_library_family(),
               "msda_variants.h lists a variant of another CPU family than this library's");
 
+// One variant a key: a second configuration of the same key would shadow
+// the first (schedules/variants.cmake refuses it too, at configure time).
+constexpr bool one_variant_a_key() {
+    for (const Variant &a : kVariants) {
+        int same = 0;
+        for (const Variant &b : kVariants) {
+            same += a.family == b.family && a.kind == b.kind && a.channels == b.channels && a.dtype == b.dtype &&
+                    a.locations_dtype == b.locations_dtype && a.op == b.op && a.levels == b.levels &&
+                    a.points == b.points;
+        }
+        if (same != 1) return false;
+    }
+    return true;
+}
+static_assert(one_variant_a_key(), "msda_variants.h lists two variants of one key");
+
 // Each family's names: its id (msda_variants.h, compiled_variants), its name
 // in messages and the CMake option that leaves its code out of a build.
 struct FamilyNames {
