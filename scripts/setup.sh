@@ -12,14 +12,15 @@
 #                      with the loader's headers and link library
 #                      (ocl-icd-opencl-dev) for the suite's device tensors, clang 14 and
 #                      its sanitizer and libFuzzer runtimes (libclang-rt-14-dev) for the
-#                      sanitizer trees; on x86-64 also the aarch64 tree's cross compiler
+#                      sanitizer trees, valgrind (its callgrind counts instructions for
+#                      msda sweep --count and bench/count_instructions.sh); on x86-64 also the aarch64 tree's cross compiler
 #                      and Google Benchmark
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 debian_packages=(g++ python3-venv libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev qemu-user
     libtorch-dev python3-torch libdlpack-dev ocl-icd-libopencl1 pocl-opencl-icd ocl-icd-opencl-dev
-    clang-14 libclang-rt-14-dev)
+    clang-14 libclang-rt-14-dev valgrind)
 # On x86-64, the aarch64 tree's cross compiler (its GoogleTest is built from
 # libgtest-dev's sources, its programs run under qemu-user) and its bench's
 # Google Benchmark: Debian's arm64 build, through multiarch (dpkg's arm64

@@ -7,10 +7,12 @@
 // such as --align-corners with --op gka). CLI11's own codes (100 and up) are
 // folded into 2, the usual status for usage errors.
 #include <CLI/CLI.hpp>
+#include <unistd.h>
 
 #include <charconv>
 #include <climits>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <new>
@@ -246,6 +248,22 @@ int main(int argc, char **argv) {
     info_command->add_flag("--cpuid", info.cpuid,
                            "print the CPU words msda read instead: cpuid and xgetbv (the format of tests/cpuid/), or AT_HWCAP on ARM (tests/hwcap/)")
         ->excludes(variants_flag);
+
+    app.add_subcommand("sweep", "search the schedule knobs of the kernels for this CPU class or a device, and write "
+                                "the winners the next build ships (msda sweep --help; docs/sweep.md)")
+        ->prefix_command();
+    // msda_sweep links libHalide to JIT-compile its candidates, which this
+    // program does not: `msda sweep` runs it from beside this program.
+    if (argc > 1 && std::string_view(argv[1]) == "sweep") {
+        const std::filesystem::path sweep =
+            std::filesystem::read_symlink("/proc/self/exe").parent_path() / "msda_sweep";
+        std::vector<char *> arguments = {const_cast<char *>(sweep.c_str())};
+        for (int i = 2; i <= argc; i++) arguments.push_back(argv[i]);
+        execv(sweep.c_str(), arguments.data());
+        report("sweep: cannot run " + sweep.string() + " (" + std::strerror(errno) +
+               "): it is built beside msda in a native tree with the bench (MSDA_BUILD_BENCH)");
+        return kExitFailure;
+    }
 
     try {
         // CLI11 reports a word that is no subcommand as a missing one.
