@@ -161,4 +161,41 @@ TEST(RecordedCaches, RelayoutBoundary) {
     }
 }
 
+// MSDA_POLICY: the run-time knobs (docs/knobs.md) over a CPU's defaults.
+TEST(PolicyKnobs, OverridesSetTheNamedKnobsOnly) {
+    msda::detail::Policy defaults;
+    defaults.l2_bytes = 1 << 20;
+    const msda::detail::Policy policy = msda::detail::with_overrides(
+        defaults, "relayout_samples_per_row=8,probe_neighbourhood_pixels=2.5,probe_queries=64");
+    EXPECT_EQ(policy.l2_bytes, 1 << 20);
+    EXPECT_EQ(policy.relayout_samples_per_row, 8);
+    EXPECT_EQ(policy.probe_queries, 64);
+    EXPECT_EQ(policy.probe_neighbourhood_pixels, 2.5);
+    EXPECT_EQ(msda::detail::with_overrides(defaults, "l2_bytes=524288").l2_bytes, 524288);
+    EXPECT_EQ(msda::detail::with_overrides(defaults, "").probe_queries, defaults.probe_queries);
+}
+
+TEST(PolicyKnobs, BadOverridesNameTheVariableAndTheKnob) {
+    const std::pair<const char *, const char *> cases[] = {
+        {"probe_queries=0", "msda: MSDA_POLICY: probe_queries must be a whole number from 1 to 1048576, got \"0\""},
+        {"l2_bytes=1.5e6", "msda: MSDA_POLICY: l2_bytes must be a whole number from 65536 to 1073741824, got \"1.5e6\""},
+        {"relayout_samples_per_row=", "msda: MSDA_POLICY: relayout_samples_per_row must be a whole number from 1 to "
+                                      "1048576, got \"\""},
+        {"probe_neighbourhood_pixels=nan", "msda: MSDA_POLICY: probe_neighbourhood_pixels must be from 0 to 1000000, "
+                                           "got \"nan\""},
+        {"query_tile=8", "msda: MSDA_POLICY: expected knob=value,... of l2_bytes, relayout_samples_per_row, "
+                         "probe_queries, probe_neighbourhood_pixels; got \"query_tile=8\""},
+        {"probe_queries", "msda: MSDA_POLICY: expected knob=value,... of l2_bytes, relayout_samples_per_row, "
+                          "probe_queries, probe_neighbourhood_pixels; got \"probe_queries\""},
+    };
+    for (const auto &[overrides, message] : cases) {
+        try {
+            msda::detail::with_overrides(msda::detail::Policy{}, overrides);
+            ADD_FAILURE() << overrides << " was accepted";
+        } catch (const msda::Error &error) {
+            EXPECT_STREQ(error.what(), message) << overrides;
+        }
+    }
+}
+
 }  // namespace

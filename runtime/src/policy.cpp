@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 #include "buffers.h"
 #include "cpu_caches.h"
+#include "errors.h"
 #include "validate.h"
 
 namespace msda::detail {
@@ -16,8 +18,53 @@ Policy Policy::for_caches(const CpuCaches &caches) {
     return policy;
 }
 
+Policy with_overrides(Policy policy, const std::string &overrides) {
+    struct Knob {
+        const char *name;
+        double low, high;
+        bool whole;
+    };
+    static constexpr Knob kKnobs[] = {{"l2_bytes", 65536, 1 << 30, true},
+                                      {"relayout_samples_per_row", 1, 1 << 20, true},
+                                      {"probe_queries", 1, 1 << 20, true},
+                                      {"probe_neighbourhood_pixels", 0, 1e6, false}};
+    std::size_t at = 0;
+    while (at < overrides.size()) {
+        const std::size_t end = std::min(overrides.find(',', at), overrides.size());
+        const std::string setting = overrides.substr(at, end - at);
+        at = end + 1;
+        const std::size_t equals = setting.find('=');
+        const std::string name = setting.substr(0, equals);
+        const Knob *knob = nullptr;
+        for (const Knob &candidate : kKnobs) {
+            if (name == candidate.name) knob = &candidate;
+        }
+        if (equals == std::string::npos || knob == nullptr) {
+            fail("MSDA_POLICY", "expected knob=value,... of l2_bytes, relayout_samples_per_row, probe_queries, "
+                                "probe_neighbourhood_pixels; got \"" + setting + "\"");
+        }
+        const std::string text = setting.substr(equals + 1);
+        char *parsed_to = nullptr;
+        const double value = text.empty() ? std::nan("") : std::strtod(text.c_str(), &parsed_to);
+        if (parsed_to != text.c_str() + text.size() || !(value >= knob->low && value <= knob->high) ||
+            (knob->whole && value != std::floor(value))) {
+            fail("MSDA_POLICY", std::string(knob->name) + " must be " + (knob->whole ? "a whole number " : "") +
+                                    "from " + std::to_string(static_cast<std::int64_t>(knob->low)) + " to " +
+                                    std::to_string(static_cast<std::int64_t>(knob->high)) + ", got \"" + text + "\"");
+        }
+        if (name == "l2_bytes") policy.l2_bytes = static_cast<std::int64_t>(value);
+        if (name == "relayout_samples_per_row") policy.relayout_samples_per_row = static_cast<std::int64_t>(value);
+        if (name == "probe_queries") policy.probe_queries = static_cast<std::int64_t>(value);
+        if (name == "probe_neighbourhood_pixels") policy.probe_neighbourhood_pixels = value;
+    }
+    return policy;
+}
+
 const Policy &process_policy() {
-    static const Policy policy = Policy::for_caches(cpu_caches());
+    static const Policy policy = [] {
+        const char *overrides = std::getenv("MSDA_POLICY");
+        return with_overrides(Policy::for_caches(cpu_caches()), overrides != nullptr ? overrides : "");
+    }();
     return policy;
 }
 

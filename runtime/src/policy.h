@@ -10,6 +10,7 @@
 #include <msda/msda.hpp>
 
 #include <cstdint>
+#include <string>
 
 #include "registry.h"
 
@@ -68,7 +69,15 @@ struct Policy {
     static Policy for_caches(const CpuCaches &caches);
 };
 
-// The policy of this process's CPU (cpu_caches()), made once.
+// The policy with the knobs `overrides` sets: "knob=value,..." of l2_bytes
+// (65536 to 2^30), relayout_samples_per_row (1 to 2^20), probe_queries (1 to
+// 2^20) and probe_neighbourhood_pixels (0 to 10^6), the environment
+// variable MSDA_POLICY's form (docs/knobs.md). Throws msda::Error naming
+// MSDA_POLICY and the knob for anything else.
+Policy with_overrides(Policy policy, const std::string &overrides);
+
+// The policy of this process's CPU (cpu_caches()) with MSDA_POLICY's
+// overrides, made once.
 const Policy &process_policy();
 
 // Whether a plan stages value head-major (Options::relayout).
