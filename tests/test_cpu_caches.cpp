@@ -178,7 +178,8 @@ TEST(PolicyKnobs, OverridesSetTheNamedKnobsOnly) {
 TEST(PolicyKnobs, BadOverridesNameTheVariableAndTheKnob) {
     const std::pair<const char *, const char *> cases[] = {
         {"probe_queries=0", "msda: MSDA_POLICY: probe_queries must be a whole number from 1 to 1048576, got \"0\""},
-        {"l2_bytes=1.5e6", "msda: MSDA_POLICY: l2_bytes must be a whole number from 65536 to 1073741824, got \"1.5e6\""},
+        {"l2_bytes=100000.5", "msda: MSDA_POLICY: l2_bytes must be a whole number from 65536 to 1073741824, got "
+                              "\"100000.5\""},
         {"relayout_samples_per_row=", "msda: MSDA_POLICY: relayout_samples_per_row must be a whole number from 1 to "
                                       "1048576, got \"\""},
         {"probe_neighbourhood_pixels=nan", "msda: MSDA_POLICY: probe_neighbourhood_pixels must be from 0 to 1000000, "

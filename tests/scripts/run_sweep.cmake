@@ -1,34 +1,49 @@
-# A tiny sweep (T0, a 1-minute budget, two searched candidates a kernel,
-# Halide's autoschedulers) into a copy of a tuned file that holds another
-# class's row: every kernel's shipped configuration must pass its reference
-# check, each autoscheduler must be reported, the CSV, table and plot must
-# be written, the other class's row kept, and the file must still be one
-# the build accepts (check_tuned.cmake). Then --resume goes on from the CSV.
+# A tiny sweep (T0, two searched candidates a kernel, Halide's
+# autoschedulers on the forward) into a copy of a tuned file that holds
+# another class's row, in two runs, the second resumed from the first's
+# CSV: every kernel's shipped configuration must pass its reference check,
+# each autoscheduler must be reported, the CSV, table and plot must be
+# written, the other class's row kept, and the file must still be one the
+# build accepts (check_tuned.cmake).
 # cmake -D SWEEP=... -D GENERATOR=... -D SOURCE_DIR=... -D WORK_DIR=... -P run_sweep.cmake
 cmake_minimum_required(VERSION 3.20)
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 set(tuned ${WORK_DIR}/tuned.cmake)
 file(WRITE ${tuned} "# A test's tuned file.\n\nmsda_tuned(avx2 forward query_tile=32 tasks_per_batch=8)\n")
-set(sweep ${SWEEP} --target x86 --class x86-64 --shapes T0 --op both --max-candidates 2 --rounds 2
-          --out ${WORK_DIR}/out --winners ${tuned})
+set(sweep ${SWEEP} --target x86 --class x86-64 --shapes T0 --max-candidates 2 --rounds 2 --out ${WORK_DIR}/out
+          --winners ${tuned})
 
-execute_process(COMMAND ${sweep} --budget 1 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+# The forward with the autoschedulers (10 s each at most), then the two
+# backward kernels without them, resumed from the first run's CSV.
+execute_process(COMMAND ${sweep} --op forward --budget 1 --autoscheduler-seconds 10
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
 message(STATUS "${out}")
 if (NOT rc EQUAL 0)
-    message(FATAL_ERROR "msda_sweep failed (${rc})")
+    message(FATAL_ERROR "msda_sweep --op forward failed (${rc})")
 endif ()
 file(STRINGS ${WORK_DIR}/out/candidates.csv rows)
 list(LENGTH rows first_count)
+math(EXPR first_rows "${first_count} - 1")  # less the header
+foreach (autoscheduler IN ITEMS Adams2019 Li2018 Mullapudi2016)
+    if (NOT rows MATCHES "(^|;)forward,[0-9]+,autoscheduler,${autoscheduler},")
+        message(FATAL_ERROR "no ${autoscheduler} row of the forward in candidates.csv")
+    endif ()
+endforeach ()
+execute_process(COMMAND ${sweep} --op backward --budget 2 --no-autoschedulers --resume
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+message(STATUS "${out}")
+if (NOT rc EQUAL 0)
+    message(FATAL_ERROR "msda_sweep --op backward --resume failed (${rc})")
+endif ()
+if (NOT out MATCHES "resumed ${first_rows} candidates")
+    message(FATAL_ERROR "msda_sweep --resume did not read the ${first_rows} candidates of the first run")
+endif ()
+file(STRINGS ${WORK_DIR}/out/candidates.csv rows)
 foreach (kernel IN ITEMS forward grad_value grad_sample)
     if (NOT rows MATCHES "(^|;)${kernel},1,shipped,,[^,]*,ok,")
         message(FATAL_ERROR "no shipped row of ${kernel} that passed its check in candidates.csv")
     endif ()
-    foreach (autoscheduler IN ITEMS Adams2019 Li2018 Mullapudi2016)
-        if (NOT rows MATCHES "(^|;)${kernel},[0-9]+,autoscheduler,${autoscheduler},")
-            message(FATAL_ERROR "no ${autoscheduler} row of ${kernel} in candidates.csv")
-        endif ()
-    endforeach ()
     if (NOT rows MATCHES "(^|;)${kernel},[0-9]+,(random|mutation),")
         message(FATAL_ERROR "no searched candidate of ${kernel} in candidates.csv")
     endif ()
@@ -51,14 +66,4 @@ execute_process(COMMAND ${CMAKE_COMMAND} -D SOURCE_DIR=${SOURCE_DIR} -D TUNED=${
 message(STATUS "${out}")
 if (NOT rc EQUAL 0)
     message(FATAL_ERROR "the winners file is not one the build accepts")
-endif ()
-
-execute_process(COMMAND ${sweep} --budget 2 --resume RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
-message(STATUS "${out}")
-if (NOT rc EQUAL 0)
-    message(FATAL_ERROR "msda_sweep --resume failed (${rc})")
-endif ()
-math(EXPR resumed_rows "${first_count} - 1")  # less the header
-if (NOT out MATCHES "resumed ${resumed_rows} candidates")
-    message(FATAL_ERROR "msda_sweep --resume did not read the ${resumed_rows} candidates of the first run")
 endif ()

@@ -50,6 +50,7 @@ struct Settings {
     std::string distribution = "local";
     std::vector<std::string> shapes = {"M0", "G"};
     double budget_minutes = 20;
+    double autoscheduler_seconds = 0;  // 0: what is left of the kernel's share, 30 s to 10 min
     int rounds = 5, threads = 2, max_candidates = 0;
     std::uint64_t seed = 1;
     bool resume = false, count = false, autoschedulers = true;
@@ -333,7 +334,10 @@ constexpr unsigned long long kAutoschedulerMemory = 8ull << 30;
 Candidate Sweep::evaluate_in_child(Kernel kernel, const Knobs &shipped, Candidate candidate, int rounds) {
     // What is left of the kernel's share of the budget, 30 s to 10 min: an
     // autoscheduler's search can take longer than the whole sweep.
-    const unsigned time_limit = static_cast<unsigned>(std::clamp(kernel_until_ - elapsed(), 30.0, 600.0));
+    const unsigned time_limit = static_cast<unsigned>(settings_.autoscheduler_seconds > 0
+                                                          ? settings_.autoscheduler_seconds
+                                                          : std::clamp(kernel_until_ - elapsed(), 30.0, 600.0));
+    const auto start = Clock::now();
     std::string shapes;
     for (const std::string &shape : settings_.shapes) shapes += (shapes.empty() ? "" : ",") + shape;
     const ChildResult child = run_child(
@@ -348,6 +352,7 @@ Candidate Sweep::evaluate_in_child(Kernel kernel, const Knobs &shipped, Candidat
         report_.parse(child.output.substr(at + 7, child.output.find('\n', at) - at - 7), evaluated)) {
         evaluated.id = candidate.id;
         evaluated.source = candidate.source;
+        evaluated.seconds = seconds_since(start);
         return evaluated;
     }
     std::string errors = child.errors;
@@ -358,9 +363,13 @@ Candidate Sweep::evaluate_in_child(Kernel kernel, const Knobs &shipped, Candidat
     } else if (child.status == 128 + SIGKILL) {
         candidate.check = "failed: " + candidate.autoscheduler + " was killed (SIGKILL: out of memory)";
     } else {
-        candidate.check = "failed: " + candidate.autoscheduler + " ended its process (status " +
-                          std::to_string(child.status) + "): " + errors;
+        // Its own message, without the C++ runtime's preamble.
+        const std::string preamble = "terminate called after throwing an instance of ";
+        if (errors.rfind(preamble, 0) == 0) errors = errors.substr(preamble.size());
+        candidate.check = "failed: " + candidate.autoscheduler + " (status " + std::to_string(child.status) +
+                          "): " + errors;
     }
+    candidate.seconds = seconds_since(start);
     return candidate;
 }
 
@@ -743,6 +752,9 @@ int main(int argc, char **argv) {
     app.add_flag("--count", settings.count,
                  "also count the instructions a sample of the shipped and winning code (callgrind; not AVX-512)");
     app.add_flag("!--no-autoschedulers", settings.autoschedulers, "leave Halide's autoschedulers out");
+    app.add_option("--autoscheduler-seconds", settings.autoscheduler_seconds,
+                   "the time an autoscheduler's candidate may take (default: what is left of the kernel's share of "
+                   "the budget, 30 s to 10 min)");
     bool knob_table = false;
     app.add_flag("--list-knobs", knob_table, "print every knob, its family, range and default, and stop");
     app.add_flag("--count-child", settings.count_child)->group("");

@@ -210,7 +210,9 @@ void Report::write_table(const std::string &path, const std::string &mode_note) 
             for (const std::string &shape : shapes_) {
                 const auto found = c->shapes.find(shape);
                 if (c->check != "ok") {
-                    out << " " << c->check.substr(0, 60) << " |";
+                    // The reason once, in the first shape's cell.
+                    out << " " << (shape == shapes_.front() ? c->check.substr(0, 110) : "(as " + shapes_.front() + ")")
+                        << " |";
                 } else if (found == c->shapes.end()) {
                     out << " compiled |";
                 } else {
