@@ -6,3 +6,16 @@
 # compiles each variant's code for a class with that class's row, and a
 # class without one keeps its family's defaults. `msda sweep` rewrites the
 # rows of the class and schedules it swept, and keeps the others.
+
+# msda sweep 2026-12-03 on AMD EPYC: G 1.49x M0 1.04x the shipped speed (was: family defaults)
+msda_tuned(avx2 forward vector_width=16 tasks_per_batch=128 specialize_usual=0)
+# msda sweep 2026-12-03 on AMD EPYC: G 1.09x M0 1.13x the shipped speed (was: family defaults)
+msda_tuned(avx2 grad_value unroll_channels=0)
+# msda sweep 2026-12-03 on AMD EPYC: G 1.07x M0 1.08x the shipped speed (was: family defaults)
+msda_tuned(avx2 grad_sample query_tile=32)
+# msda sweep 2026-12-03 on AMD EPYC: G 0.99x M0 1.05x the shipped speed (was: family defaults)
+msda_tuned(avx512_zen4 forward vector_width=32 query_tile=32 tasks_per_batch=32 points_inner=1)
+# msda sweep 2026-12-03 on AMD EPYC: G 1.14x M0 1.13x the shipped speed (was: family defaults)
+msda_tuned(avx512_zen4 grad_value unroll_channels=0)
+# msda sweep 2026-12-03 on AMD EPYC: G 1.07x M0 1.06x the shipped speed (was: family defaults)
+msda_tuned(avx512_zen4 grad_sample vector_width=32 query_tile=32 tasks_per_batch=128 dot_lanes=16)
