@@ -8,6 +8,16 @@ if (TARGET msda_sweep)
                 -D WORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/sweep -P ${CMAKE_CURRENT_SOURCE_DIR}/scripts/run_sweep.cmake)
     set_tests_properties(sweep_writes_winners_the_build_accepts PROPERTIES LABELS core TIMEOUT 600)
 
+    # The other targets a sweep checks on: ARM under qemu (label arm), and
+    # OpenCL on PoCL (label opencl).
+    foreach (target IN ITEMS arm opencl)
+        add_test(NAME sweep_checks_candidates_on_${target}
+            COMMAND ${CMAKE_COMMAND} -D SWEEP=$<TARGET_FILE:msda_sweep> -D SWEEP_TARGET=${target}
+                    -D WORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/sweep_${target}
+                    -P ${CMAKE_CURRENT_SOURCE_DIR}/scripts/run_sweep_device.cmake)
+        set_tests_properties(sweep_checks_candidates_on_${target} PROPERTIES LABELS ${target} TIMEOUT 300)
+    endforeach ()
+
     add_test(NAME knob_table_in_docs_is_the_codes
         COMMAND ${CMAKE_COMMAND} -D SWEEP=$<TARGET_FILE:msda_sweep> -D DOC=${CMAKE_SOURCE_DIR}/docs/knobs.md
                 -P ${CMAKE_CURRENT_SOURCE_DIR}/scripts/check_knob_table.cmake)

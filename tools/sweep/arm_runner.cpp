@@ -49,6 +49,16 @@ bool read_buffer(const std::string &path, const halide_type_t &type, Argument &a
     return true;
 }
 
+// The file of an argument: a pipeline's output is named after its Func,
+// uniquified (output$1; a Tuple's elements grads$1.0, grads$1.1, ...), and
+// its file after the generator's output (output; grads_0, grads_1, ...).
+std::string file_name(const std::string &name) {
+    const std::size_t dollar = name.find('$');
+    if (dollar == std::string::npos) return name;
+    const std::size_t dot = name.find('.', dollar);
+    return name.substr(0, dollar) + (dot == std::string::npos ? "" : "_" + name.substr(dot + 1));
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -64,7 +74,7 @@ int main(int argc, char **argv) {
         const halide_filter_argument_t &a = metadata->arguments[i];
         Argument &argument = arguments[i];
         if (a.kind == halide_argument_kind_input_scalar) {
-            std::ifstream in(folder + "/" + a.name + ".scalar", std::ios::binary);
+            std::ifstream in(folder + "/" + file_name(a.name) + ".scalar", std::ios::binary);
             argument.bytes.resize(8, 0);
             if (!in.read(argument.bytes.data(), 1)) {
                 std::fprintf(stderr, "arm_runner: no %s/%s.scalar\n", folder.c_str(), a.name);
@@ -73,8 +83,8 @@ int main(int argc, char **argv) {
             argument.scalar = true;
             argv_of[i] = argument.bytes.data();
         } else {
-            if (!read_buffer(folder + "/" + a.name + ".buf", a.type, argument)) {
-                std::fprintf(stderr, "arm_runner: cannot read %s/%s.buf\n", folder.c_str(), a.name);
+            if (!read_buffer(folder + "/" + file_name(a.name) + ".buf", a.type, argument)) {
+                std::fprintf(stderr, "arm_runner: cannot read %s/%s.buf\n", folder.c_str(), file_name(a.name).c_str());
                 return 2;
             }
             argv_of[i] = &argument.buffer;
@@ -87,7 +97,7 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < metadata->num_arguments; i++) {
         if (metadata->arguments[i].kind != halide_argument_kind_output_buffer) continue;
-        std::ofstream out(folder + "/" + metadata->arguments[i].name + ".out", std::ios::binary);
+        std::ofstream out(folder + "/" + file_name(metadata->arguments[i].name) + ".out", std::ios::binary);
         out.write(arguments[i].bytes.data(), static_cast<std::streamsize>(arguments[i].bytes.size()));
         if (!out) return 2;
     }

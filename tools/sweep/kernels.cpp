@@ -104,6 +104,8 @@ Tensors::Tensors(const msda_bench::Problem &problem) : problem_(problem) {
         {"grads_1", wrap(grad_sampling_locations.data(), dense(per_sample, 2))},
         {"grads_2", wrap(grad_sampling_locations.data() + 1, dense(per_sample, 2))},
     };
+    // The host holds the data: a device target copies it in on first use.
+    for (auto &[name, buffer] : buffers_) buffer.set_host_dirty(true);
 }
 
 Buffer<> &Tensors::named(const std::string &name) {

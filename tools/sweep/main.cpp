@@ -515,7 +515,8 @@ void Sweep::sweep_kernel(Kernel kernel, const std::string &shipped_settings, dou
                   << (candidate.check == "ok" && setup_.mode == Mode::timed
                           ? std::to_string(candidate.score).substr(0, 5) + "x the shipped time"
                           : candidate.check.substr(0, 160))
-                  << "; best " << std::to_string(best).substr(0, 5) << "\n"
+                  << (setup_.mode == Mode::timed ? "; best " + std::to_string(best).substr(0, 5) : std::string())
+                  << "\n"
                   << std::flush;
     };
 
@@ -667,7 +668,7 @@ int Sweep::run() {
         write_tuned(settings_.winners, tuned_header(settings_.winners), rows);
         std::cout << "sweep: winners in " << settings_.winners << " (the next build ships them)\n";
     } else {
-        std::cout << "sweep: compile-only: " << settings_.winners << " unchanged\n";
+        std::cout << "sweep: nothing timed: " << settings_.winners << " unchanged\n";
     }
     std::cout << "sweep: " << csv << ", " << settings_.out << "/table.md, " << settings_.out << "/plot.svg\n";
     return 0;
