@@ -235,4 +235,16 @@ Gradients backward(const Problem &problem, const std::vector<double> &grad_outpu
     return gradients;
 }
 
+double max_relative_error(std::span<const float> actual, std::span<const double> expected) {
+    if (actual.size() != expected.size()) return INFINITY;
+    double largest = 0.0, worst = 0.0;
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+        largest = std::max(largest, std::abs(expected[i]));
+        const double difference = std::abs(static_cast<double>(actual[i]) - expected[i]);
+        // NaN must fail, and std::max would drop it.
+        worst = std::isnan(difference) ? INFINITY : std::max(worst, difference);
+    }
+    return largest > 0.0 ? worst / largest : worst;
+}
+
 }  // namespace msda::reference

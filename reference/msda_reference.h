@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace msda::reference {
@@ -46,5 +47,10 @@ Gradients backward(const Problem &problem, const std::vector<double> &grad_outpu
 // rounds it: one float32 multiply and one float32 subtract (never fused).
 // Everything after this step is double.
 double pixel_coordinate(double normalized, std::int64_t size, bool align_corners);
+
+// How far a result is from the reference, as SPEC.md measures it: max
+// |actual - expected| / max |expected| (the plain max |actual - expected|
+// where expected is all zero); infinite for a NaN or a size mismatch.
+double max_relative_error(std::span<const float> actual, std::span<const double> expected);
 
 }  // namespace msda::reference

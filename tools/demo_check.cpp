@@ -9,19 +9,7 @@ namespace msda_cli {
 
 namespace {
 
-// max |actual - expected| / max |expected|; the plain max |actual - expected|
-// when expected is all zero.
-double max_relative_error(std::span<const float> actual, std::span<const double> expected) {
-    if (actual.size() != expected.size()) return INFINITY;
-    double largest = 0.0, worst = 0.0;
-    for (std::size_t i = 0; i < expected.size(); ++i) {
-        largest = std::max(largest, std::abs(expected[i]));
-        const double difference = std::abs(static_cast<double>(actual[i]) - expected[i]);
-        // NaN must fail, and std::max would drop it.
-        worst = std::isnan(difference) ? INFINITY : std::max(worst, difference);
-    }
-    return largest > 0.0 ? worst / largest : worst;
-}
+using msda::reference::max_relative_error;
 
 // The rows of a (B, N_q, per_query...) tensor that belong to `queries`, in
 // that order, as type T: a (B, queries.size(), per_query...) tensor.

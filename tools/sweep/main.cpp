@@ -53,7 +53,7 @@ struct Settings {
     double autoscheduler_seconds = 0;  // 0: what is left of the kernel's share, 30 s to 10 min
     int rounds = 5, threads = 2, max_candidates = 0;
     std::uint64_t seed = 1;
-    bool resume = false, count = false, autoschedulers = true;
+    bool resume = false, report_only = false, count = false, autoschedulers = true;
     // --count-child: the process callgrind runs (one candidate, one shape);
     // --evaluate-child: the process an autoscheduler's candidate is
     // evaluated in (an autoscheduler's internal error ends its process).
@@ -627,6 +627,14 @@ int Sweep::run() {
     std::filesystem::create_directories(settings_.out);
     const std::string csv = settings_.out + "/candidates.csv";
     report_.configure(settings_.shapes, setup_.klass);
+    if (settings_.report_only) {
+        report_.read_csv(csv);
+        report_.infer_winners();
+        report_.write_table(settings_.out + "/table.md", setup_.mode_note);
+        report_.write_plot(settings_.out + "/plot.svg");
+        std::cout << "sweep: " << settings_.out << "/table.md and plot.svg from " << csv << "\n";
+        return 0;
+    }
     if (settings_.resume) {
         resumed_seconds_ = report_.read_csv(csv);
         std::cout << "sweep: resumed " << report_.size() << " candidates (" << clock_text(resumed_seconds_)
@@ -750,6 +758,8 @@ int main(int argc, char **argv) {
     app.add_option("--seed", settings.seed, "the search's random seed")->capture_default_str();
     app.add_option("--max-candidates", settings.max_candidates, "stop a kernel after this many searched (0: none)");
     app.add_flag("--resume", settings.resume, "go on from --out's candidates.csv");
+    app.add_flag("--report-only", settings.report_only,
+                 "write the table and the plot from --out's candidates.csv, and measure nothing");
     app.add_flag("--count", settings.count,
                  "also count the instructions a sample of the shipped and winning code (callgrind; not AVX-512)");
     app.add_flag("!--no-autoschedulers", settings.autoschedulers, "leave Halide's autoschedulers out");

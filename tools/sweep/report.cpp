@@ -281,6 +281,10 @@ void Report::write_plot(const std::string &path) const {
             out << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << panel_w << "\" height=\"" << panel_h
                 << "\" fill=\"none\" stroke=\"#999\"/>\n";
             out << "<text x=\"" << left << "\" y=\"" << top - 4 << "\">" << kernel << ": " << knob << "</text>\n";
+            for (const double tick : {0.5, 1.0, 2.0}) {
+                out << "<text x=\"" << left - 3 << "\" y=\"" << y_of(tick, top) + 3 << "\" text-anchor=\"end\">"
+                    << tick << "x</text>\n";
+            }
             out << "<line x1=\"" << left << "\" x2=\"" << left + panel_w << "\" y1=\"" << y_of(1.0, top) << "\" y2=\""
                 << y_of(1.0, top) << "\" stroke=\"#555\" stroke-dasharray=\"3,3\"/>\n";
             for (int value : ordered) {
@@ -297,6 +301,16 @@ void Report::write_plot(const std::string &path) const {
         }
     }
     out << "</svg>\n";
+}
+
+void Report::infer_winners() {
+    for (const auto &[kernel, list] : candidates_) {
+        const Candidate *confirmed = nullptr;
+        for (const Candidate &c : list) {
+            if (c.source == "confirmation") confirmed = &c;
+        }
+        set_winner(kernel, confirmed && confirmed->check == "ok" && confirmed->score < 0.99 ? confirmed : nullptr, "");
+    }
 }
 
 void Report::merge_winners(std::vector<TunedRow> &rows) const {

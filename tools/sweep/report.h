@@ -53,6 +53,9 @@ public:
     // The kernel's winner (null: the shipped configuration stays).
     void set_winner(const std::string &kernel, const Candidate *winner, const std::string &shipped_settings);
     const Candidate *winner(const std::string &kernel) const;
+    // The winners a CSV records (--report-only): each kernel's last
+    // confirmation, where it beat the shipped configuration by 1%.
+    void infer_winners();
     void add_count(const std::string &kernel, int id, const std::string &shape, double instructions_per_sample);
 
     void write_table(const std::string &path, const std::string &mode_note) const;
