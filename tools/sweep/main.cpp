@@ -573,18 +573,20 @@ void Sweep::sweep_kernel(Kernel kernel, const std::string &shipped_settings, dou
     const Candidate *best = ranked.front();
     if (best->source == "shipped" || best->score >= 0.99 || interrupted) {
         report_.set_winner(name, nullptr, shipped_settings);
-        return;
+    } else {
+        Candidate confirmation = evaluate(kernel, workloads, make(best->knobs, "confirmation"), 2 * settings_.rounds);
+        remember(confirmation);
+        progress(report_.candidates_of(name).back());
+        const Candidate &confirmed = report_.candidates_of(name).back();
+        report_.set_winner(name, confirmed.check == "ok" && confirmed.score < 0.99 ? &confirmed : nullptr,
+                           shipped_settings);
     }
-    Candidate confirmation = evaluate(kernel, workloads, make(best->knobs, "confirmation"), 2 * settings_.rounds);
-    remember(confirmation);
-    progress(report_.candidates_of(name).back());
-    const Candidate &confirmed = report_.candidates_of(name).back();
-    report_.set_winner(name, confirmed.check == "ok" && confirmed.score < 0.99 ? &confirmed : nullptr,
-                       shipped_settings);
-    if (settings_.count) {
-        count_instructions(kernel, workloads, *ranked.front());
-        const Candidate *winner = report_.winner(name);
-        if (winner) count_instructions(kernel, workloads, *winner);
+    // The shipped configuration's instructions, and the winner's.
+    if (settings_.count && !interrupted) {
+        for (const Candidate &candidate : report_.candidates_of(name)) {
+            if (candidate.source == "shipped") count_instructions(kernel, workloads, candidate);
+        }
+        if (const Candidate *winner = report_.winner(name)) count_instructions(kernel, workloads, *winner);
     }
 }
 
