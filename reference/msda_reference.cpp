@@ -235,7 +235,7 @@ Gradients backward(const Problem &problem, const std::vector<double> &grad_outpu
     return gradients;
 }
 
-double max_relative_error(std::span<const float> actual, std::span<const double> expected) {
+double max_relative_error(const std::vector<float> &actual, const std::vector<double> &expected) {
     if (actual.size() != expected.size()) return INFINITY;
     double largest = 0.0, worst = 0.0;
     for (std::size_t i = 0; i < expected.size(); ++i) {

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cstdint>
-#include <span>
 #include <vector>
 
 namespace msda::reference {
@@ -51,6 +50,8 @@ double pixel_coordinate(double normalized, std::int64_t size, bool align_corners
 // How far a result is from the reference, as SPEC.md measures it: max
 // |actual - expected| / max |expected| (the plain max |actual - expected|
 // where expected is all zero); infinite for a NaN or a size mismatch.
-double max_relative_error(std::span<const float> actual, std::span<const double> expected);
+// (Vectors rather than std::span: C++17 code, the LibTorch operator's tests,
+// includes this header.)
+double max_relative_error(const std::vector<float> &actual, const std::vector<double> &expected);
 
 }  // namespace msda::reference
