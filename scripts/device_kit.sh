@@ -57,7 +57,7 @@ cuda_include="$(dirname "$(command -v nvcc)")/../include"
 g++ -std=c++20 -O2 -fPIC -shared -DNDEBUG -o "$kit/lib/libmsda_torch.so.0" \
     -I"$root/runtime/include" -I"$root/integrations/torch/include" -I"$root/integrations/torch/src" \
     -isystem "$cache/torch/include" -isystem "$cache/torch/include/torch/csrc/api/include" -isystem "$cuda_include" \
-    "$root"/integrations/torch/src/{operators,kernels,cpu_kernels,cuda_kernels,autograd}.cpp \
+    "$root"/integrations/torch/src/{operators,kernels,cpu_kernels,meta_kernels,cuda_kernels,autograd}.cpp \
     -L"$build/lib" -lmsda -L"$cache/torch/lib" -lc10 -lc10_cuda -ltorch_cpu -ltorch \
     -Wl,--allow-shlib-undefined -Wl,-rpath,'$ORIGIN' -Wl,-soname,libmsda_torch.so.0
 strip "$kit/lib/libmsda_torch.so.0"

@@ -1,5 +1,5 @@
 // The C interface (msda.h): the same results as the C++ API bit for bit, the
-// same validation reported as MSDA_ERROR with a per-thread message, and plans
+// same validation reported as a status of its kind (MSDA_ERROR_VALUE, MSDA_ERROR_TYPE) with a per-thread message, and plans
 // behind an opaque handle.
 #include <gtest/gtest.h>
 #include <gmock/gmock.h>
@@ -255,7 +255,7 @@ TEST(CApi, ForwardErrorNamesTheTensorAndLeavesTheOutputAlone) {
     args.sampling_locations.shape[3] = 3;  // N_l = 3 against two levels
     const std::vector<float> before = output;
     const msda_options options = msda_default_options();
-    EXPECT_EQ(msda_forward(&args, &options), MSDA_ERROR);
+    EXPECT_EQ(msda_forward(&args, &options), MSDA_ERROR_VALUE);
     EXPECT_THAT(msda_last_error(), HasSubstr("sampling_locations"));
     EXPECT_TRUE(same_bits(output, before));
 }
@@ -268,7 +268,7 @@ TEST(CApi, BackwardErrorNamesTheTensorAndLeavesTheGradientsAlone) {
     args.grad_value.dtype = MSDA_F64;
     const Problem::Gradients before = grads;
     const msda_options options = msda_default_options();
-    EXPECT_EQ(msda_backward(&args, &options), MSDA_ERROR);
+    EXPECT_EQ(msda_backward(&args, &options), MSDA_ERROR_TYPE);
     EXPECT_THAT(msda_last_error(), HasSubstr("grad_value"));
     EXPECT_TRUE(same_bits(grads.value, before.value));
     EXPECT_TRUE(same_bits(grads.sampling_locations, before.sampling_locations));
@@ -281,7 +281,7 @@ TEST(CApi, SuccessClearsTheLastError) {
     msda_forward_args args = to_c(problem.forward_args(output));
     const msda_options options = msda_default_options();
     args.attention_weights.rank = 4;
-    ASSERT_EQ(msda_forward(&args, &options), MSDA_ERROR);
+    ASSERT_EQ(msda_forward(&args, &options), MSDA_ERROR_VALUE);
     EXPECT_THAT(msda_last_error(), HasSubstr("attention_weights"));
     args.attention_weights.rank = 5;
     ASSERT_EQ(msda_forward(&args, &options), MSDA_OK) << msda_last_error();
@@ -295,23 +295,23 @@ TEST(CApi, CodesOutsideTheEnumsAreErrors) {
 
     msda_forward_args args = to_c(problem.forward_args(output));
     args.attention_weights.dtype = static_cast<msda_dtype>(42);
-    EXPECT_EQ(msda_forward(&args, &defaults), MSDA_ERROR);
+    EXPECT_EQ(msda_forward(&args, &defaults), MSDA_ERROR_VALUE);
     EXPECT_THAT(msda_last_error(), HasSubstr("attention_weights"));
 
     args = to_c(problem.forward_args(output));
     msda_options options = defaults;
     options.value_layout = static_cast<msda_value_layout>(7);
-    EXPECT_EQ(msda_forward(&args, &options), MSDA_ERROR);
+    EXPECT_EQ(msda_forward(&args, &options), MSDA_ERROR_VALUE);
     EXPECT_THAT(msda_last_error(), HasSubstr("value_layout"));
 
     options = defaults;
     options.padding_mode = static_cast<msda_padding_mode>(-1);
-    EXPECT_EQ(msda_forward(&args, &options), MSDA_ERROR);
+    EXPECT_EQ(msda_forward(&args, &options), MSDA_ERROR_VALUE);
     EXPECT_THAT(msda_last_error(), HasSubstr("padding_mode"));
 
     options = defaults;
     options.relayout = static_cast<msda_relayout>(3);
-    EXPECT_EQ(msda_forward(&args, &options), MSDA_ERROR);
+    EXPECT_EQ(msda_forward(&args, &options), MSDA_ERROR_VALUE);
     EXPECT_THAT(msda_last_error(), HasSubstr("relayout"));
 }
 
@@ -321,7 +321,7 @@ TEST(CApi, TheLastErrorBelongsToItsThread) {
     msda_forward_args bad = to_c(problem.forward_args(output));
     bad.value.rank = 3;
     const msda_options options = msda_default_options();
-    ASSERT_EQ(msda_forward(&bad, &options), MSDA_ERROR);
+    ASSERT_EQ(msda_forward(&bad, &options), MSDA_ERROR_VALUE);
     const std::string main_message = msda_last_error();
     ASSERT_THAT(main_message, HasSubstr("value"));
 
@@ -394,7 +394,7 @@ TEST(CApi, APlanRejectsTensorsOfOtherSizes) {
     std::vector<unsigned char> workspace(msda_plan_workspace_size(plan));
     EXPECT_EQ(msda_plan_forward(plan, &args, workspace.empty() ? nullptr : workspace.data(),
                                 workspace.size()),
-              MSDA_ERROR);
+              MSDA_ERROR_VALUE);
     EXPECT_STRNE(msda_last_error(), "");
     EXPECT_TRUE(same_bits(output, before));
     msda_plan_destroy(plan);
@@ -406,14 +406,14 @@ TEST(CApi, AFailedPlanCreateGivesNoPlan) {
 
     msda_problem_size size = Problem::c_size();
     size.dtype = static_cast<msda_dtype>(99);
-    EXPECT_EQ(msda_plan_create(&size, &options, &plan), MSDA_ERROR);
+    EXPECT_EQ(msda_plan_create(&size, &options, &plan), MSDA_ERROR_VALUE);
     EXPECT_EQ(plan, nullptr);
     EXPECT_THAT(msda_last_error(), HasSubstr("dtype"));
 
     size = Problem::c_size();
     size.heads = 0;
     plan = reinterpret_cast<msda_plan *>(&plan);
-    EXPECT_EQ(msda_plan_create(&size, &options, &plan), MSDA_ERROR);
+    EXPECT_EQ(msda_plan_create(&size, &options, &plan), MSDA_ERROR_VALUE);
     EXPECT_EQ(plan, nullptr);
     EXPECT_STRNE(msda_last_error(), "");
 }
@@ -428,43 +428,43 @@ TEST(CApi, NullPointersAreReportedByName) {
     const msda_options options = msda_default_options();
     const msda_problem_size size = Problem::c_size();
 
-    EXPECT_EQ(msda_forward(nullptr, &options), MSDA_ERROR);
+    EXPECT_EQ(msda_forward(nullptr, &options), MSDA_ERROR_VALUE);
     EXPECT_THAT(msda_last_error(), HasSubstr("args"));
-    EXPECT_EQ(msda_forward(&forward_args, nullptr), MSDA_ERROR);
+    EXPECT_EQ(msda_forward(&forward_args, nullptr), MSDA_ERROR_VALUE);
     EXPECT_THAT(msda_last_error(), HasSubstr("options"));
-    EXPECT_EQ(msda_backward(nullptr, &options), MSDA_ERROR);
+    EXPECT_EQ(msda_backward(nullptr, &options), MSDA_ERROR_VALUE);
     EXPECT_THAT(msda_last_error(), HasSubstr("args"));
-    EXPECT_EQ(msda_backward(&backward_args, nullptr), MSDA_ERROR);
+    EXPECT_EQ(msda_backward(&backward_args, nullptr), MSDA_ERROR_VALUE);
     EXPECT_THAT(msda_last_error(), HasSubstr("options"));
 
     msda_plan *plan = nullptr;
-    EXPECT_EQ(msda_plan_create(nullptr, &options, &plan), MSDA_ERROR);
+    EXPECT_EQ(msda_plan_create(nullptr, &options, &plan), MSDA_ERROR_VALUE);
     EXPECT_THAT(msda_last_error(), HasSubstr("size"));
-    EXPECT_EQ(msda_plan_create(&size, nullptr, &plan), MSDA_ERROR);
+    EXPECT_EQ(msda_plan_create(&size, nullptr, &plan), MSDA_ERROR_VALUE);
     EXPECT_THAT(msda_last_error(), HasSubstr("options"));
-    EXPECT_EQ(msda_plan_create(&size, &options, nullptr), MSDA_ERROR);
+    EXPECT_EQ(msda_plan_create(&size, &options, nullptr), MSDA_ERROR_VALUE);
     EXPECT_THAT(msda_last_error(), HasSubstr("plan"));
     EXPECT_EQ(plan, nullptr);
 
-    EXPECT_EQ(msda_plan_forward(nullptr, &forward_args, nullptr, 0), MSDA_ERROR);
+    EXPECT_EQ(msda_plan_forward(nullptr, &forward_args, nullptr, 0), MSDA_ERROR_VALUE);
     EXPECT_THAT(msda_last_error(), HasSubstr("plan"));
-    EXPECT_EQ(msda_plan_backward(nullptr, &backward_args, nullptr, 0), MSDA_ERROR);
+    EXPECT_EQ(msda_plan_backward(nullptr, &backward_args, nullptr, 0), MSDA_ERROR_VALUE);
     EXPECT_THAT(msda_last_error(), HasSubstr("plan"));
     EXPECT_EQ(msda_plan_workspace_size(nullptr), 0u);
     EXPECT_THAT(msda_last_error(), HasSubstr("plan"));
     msda_plan_destroy(nullptr);
 
     ASSERT_EQ(msda_plan_create(&size, &options, &plan), MSDA_OK) << msda_last_error();
-    EXPECT_EQ(msda_plan_forward(plan, nullptr, nullptr, 0), MSDA_ERROR);
+    EXPECT_EQ(msda_plan_forward(plan, nullptr, nullptr, 0), MSDA_ERROR_VALUE);
     EXPECT_THAT(msda_last_error(), HasSubstr("args"));
-    EXPECT_EQ(msda_plan_backward(plan, nullptr, nullptr, 0), MSDA_ERROR);
+    EXPECT_EQ(msda_plan_backward(plan, nullptr, nullptr, 0), MSDA_ERROR_VALUE);
     EXPECT_THAT(msda_last_error(), HasSubstr("args"));
     msda_plan_destroy(plan);
 
     // A present tensor without data is named too.
     msda_forward_args no_value = forward_args;
     no_value.value.data = nullptr;
-    EXPECT_EQ(msda_forward(&no_value, &options), MSDA_ERROR);
+    EXPECT_EQ(msda_forward(&no_value, &options), MSDA_ERROR_VALUE);
     EXPECT_THAT(msda_last_error(), HasSubstr("value"));
 }
 
@@ -575,16 +575,16 @@ TEST(CApiVersions, StructsOfANewerHeaderAreRefusedAndNothingIsWritten) {
     msda_forward_args args = to_c(problem.forward_args(output));
     msda_options options = msda_default_options();
     options.struct_size = sizeof(msda_options) + 8;
-    EXPECT_EQ(msda_forward(&args, &options), MSDA_ERROR);
+    EXPECT_EQ(msda_forward(&args, &options), MSDA_ERROR_VALUE);
     EXPECT_THAT(msda_last_error(), HasSubstr("msda: options.struct_size: is " +
                                              std::to_string(sizeof(msda_options) + 8) + ", larger than the"));
     options = msda_default_options();
     args.value.struct_size = sizeof(msda_tensor) + 8;
-    EXPECT_EQ(msda_forward(&args, &options), MSDA_ERROR);
+    EXPECT_EQ(msda_forward(&args, &options), MSDA_ERROR_VALUE);
     EXPECT_THAT(msda_last_error(), HasSubstr("msda: value.struct_size: is "));
     args.value.struct_size = sizeof(msda_tensor);
     args.output.struct_size = 8;
-    EXPECT_EQ(msda_forward(&args, &options), MSDA_ERROR);
+    EXPECT_EQ(msda_forward(&args, &options), MSDA_ERROR_VALUE);
     EXPECT_THAT(msda_last_error(), HasSubstr("msda: output.struct_size: is 8, but value's is"));
     EXPECT_FALSE(written(output));
     EXPECT_EQ(msda_abi_version(), 1);

@@ -113,7 +113,7 @@ TEST(RankOutsideTheLimit, IsAnErrorNamingTheTensorForAnyRank) {
     msda_forward_args c_args = msda::testing::to_c(problem.forward_args(output));
     c_args.output = msda_contiguous(output.data(), MSDA_F32, 1 << 26, shape);
     msda_options options = msda_default_options();
-    EXPECT_EQ(msda_forward(&c_args, &options), MSDA_ERROR);
+    EXPECT_EQ(msda_forward(&c_args, &options), MSDA_ERROR_VALUE);
     EXPECT_THAT(msda_last_error(), HasSubstr("msda: output: rank"));
     EXPECT_EQ(output[0], -3.0f);
 }

@@ -453,11 +453,11 @@ TEST(TorchOperator, ErrorsAreTorchErrorsCarryingMsdasMessage) {
                                  "sampling_locations is Double");
     expect_error<c10::ValueError>([&] { call(inputs.value, inputs.sampling_locations, inputs.attention_weights, "NLBC"); },
                                   "value_layout must be \"BLNC\" or \"BNLC\", got \"NLBC\"");
-    expect_error<c10::Error>([&] { call(inputs.value, inputs.sampling_locations, inputs.attention_weights.narrow(1, 0, 2)); },
+    expect_error<c10::ValueError>([&] { call(inputs.value, inputs.sampling_locations, inputs.attention_weights.narrow(1, 0, 2)); },
                              "msda: attention_weights and sampling_locations: disagree on N_q");
-    expect_error<c10::Error>([&] { call(inputs.value, inputs.sampling_locations, inputs.attention_weights.to(torch::kFloat16)); },
+    expect_error<c10::TypeError>([&] { call(inputs.value, inputs.sampling_locations, inputs.attention_weights.to(torch::kFloat16)); },
                              "msda: attention_weights");
-    expect_error<c10::Error>(
+    expect_error<c10::ValueError>(
         [&] {
             msda_torch::ms_deform_attn(inputs.value, inputs.spatial_shapes, inputs.level_start_index + 1,
                                        inputs.sampling_locations, inputs.attention_weights);
@@ -476,10 +476,15 @@ TEST(TorchOperator, ErrorsAreTorchErrorsCarryingMsdasMessage) {
                                        "zeros", "gpu");
         },
         "target must be \"cpu\", \"opencl\" or \"cuda\", got \"gpu\"");
-    // Tensors on a device with no msda kernel: the dispatcher refuses them.
-    expect_error<c10::Error>([&] { call(inputs.value.to(torch::kMeta), inputs.sampling_locations.to(torch::kMeta),
-                                        inputs.attention_weights.to(torch::kMeta)); },
-                             "msda::ms_deform_attn");
+    // Meta tensors get the output's sizes and dtype (the Meta kernel), and
+    // the checks that need no data.
+    const torch::Tensor meta = call(inputs.value.to(torch::kMeta), inputs.sampling_locations.to(torch::kMeta),
+                                    inputs.attention_weights.to(torch::kMeta));
+    EXPECT_TRUE(meta.is_meta());
+    EXPECT_EQ(meta.sizes(), (std::vector<int64_t>{problem.batch, problem.queries, problem.heads * problem.channels}));
+    expect_error<c10::TypeError>([&] { call(inputs.value.to(torch::kMeta), inputs.sampling_locations.to(torch::kMeta),
+                                            inputs.attention_weights.to(torch::kMeta).to(torch::kFloat16)); },
+                                 "msda: attention_weights");
 }
 
 TEST(TorchOperator, DoubleBackwardFailsWithAMessage) {

@@ -7,8 +7,10 @@
 // Each test breaks one thing in an otherwise valid call and runs every entry
 // point that reads the broken tensor: msda::forward, msda::backward,
 // ProblemSize::of (both overloads), Plan::forward and Plan::backward (on a
-// plan made for the valid sizes). Each must throw msda::Error whose message
-// starts "msda: <tensor>: " and names the tensors and dimension involved, and
+// plan made for the valid sizes). Each must throw msda::Error of the
+// expected kind (msda::TypeError for a dtype, msda::ValueError otherwise)
+// whose message starts "msda: <tensor>: " and names the tensors and
+// dimension involved, and
 // every output buffer must still hold its sentinel afterwards. The assertions
 // look only for names, never for whole sentences.
 #include <gmock/gmock.h>
@@ -41,6 +43,7 @@ using ::testing::StartsWith;
 struct Expected {
     std::string tensor;
     std::vector<std::string> names;
+    msda::ErrorKind kind = msda::ErrorKind::value;
 };
 
 // Calls `call` and checks it throws msda::Error with the expected message.
@@ -51,6 +54,12 @@ void expect_error(const std::string &entry_point, const std::function<void()> &c
         call();
     } catch (const msda::Error &error) {
         const std::string message = error.what();
+        EXPECT_EQ(static_cast<int>(error.kind()), static_cast<int>(expected.kind)) << message;
+        if (expected.kind == msda::ErrorKind::type) {
+            EXPECT_NE(dynamic_cast<const msda::TypeError *>(&error), nullptr) << message;
+        } else if (expected.kind == msda::ErrorKind::value) {
+            EXPECT_NE(dynamic_cast<const msda::ValueError *>(&error), nullptr) << message;
+        }
         EXPECT_THAT(message, ContainsRegex("^msda: [A-Za-z_:]+(, [A-Za-z_]+)*( and [A-Za-z_]+)?: "));
         if (!expected.tensor.empty()) {
             // The tensor alone, or first of the tensors named together.
@@ -398,7 +407,8 @@ TEST_P(Validation, WrongDtype) {
     };
     for (const Case &c : cases) {
         SCOPED_TRACE(std::string("dtype ") + msda::dtype_name(c.dtype));
-        expect_rejected(c.tensor, [&](msda::TensorView &t) { t.dtype = c.dtype; }, {c.tensor, {}});
+        expect_rejected(c.tensor, [&](msda::TensorView &t) { t.dtype = c.dtype; },
+                        {c.tensor, {}, msda::ErrorKind::type});
     }
 }
 
@@ -766,8 +776,9 @@ TEST_P(Validation, PlanForImpossibleSizes) {
     for (const Case &c : cases) {
         msda::ProblemSize size = valid;
         c.change(size);
+        const bool dtype = c.field.ends_with("dtype");
         expect_error("Plan::Plan (" + c.field + ")", [&] { msda::Plan plan(size, options_); },
-                     {"plan", {c.field}});
+                     {"plan", {c.field}, dtype ? msda::ErrorKind::type : msda::ErrorKind::value});
     }
 }
 

@@ -42,6 +42,15 @@ else ()
     set_tests_properties(torch_python PROPERTIES LABELS torch SKIP_REGULAR_EXPRESSION "SKIPPED")
 endif ()
 
+# The same suite and test_msda_torch2 (opcheck, torch.compile, torch.export)
+# against PyPI's torch 2.x, built into .venv-torch2 on first use (about 5
+# GB): labels torch2 and slow, outside the default run (./dev test --all
+# --label torch2).
+if (NOT MSDA_SANITIZER_PRELOAD)
+    add_test(NAME torch2_python COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/scripts/torch2_suite.sh ${CMAKE_BINARY_DIR})
+    set_tests_properties(torch2_python PROPERTIES LABELS "torch2;slow" TIMEOUT 1800)
+endif ()
+
 add_test(NAME train_deformable_layer
     COMMAND ${CMAKE_COMMAND} -D EXAMPLE=$<TARGET_FILE:train_deformable_layer>
         -D WORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/train_deformable_layer -D STEPS=50 -D MIN_DROP=4

@@ -16,8 +16,10 @@ Drop-in for Deformable DETR and mmcv:
 """
 
 import os
+from typing import Optional, Tuple
 
 import torch
+from torch import Tensor
 
 __all__ = [
     "LIBRARY",
@@ -51,9 +53,9 @@ if not os.path.isfile(LIBRARY):
 torch.ops.load_library(LIBRARY)
 
 
-def ms_deform_attn(value, spatial_shapes, level_start_index, sampling_locations, attention_weights, *,
-                   value_layout="BLNC", locations_layout="BQHLP2", align_corners=False, padding_mode="zeros",
-                   target="cpu"):
+def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor, sampling_locations: Tensor,
+                   attention_weights: Tensor, *, value_layout: str = "BLNC", locations_layout: str = "BQHLP2",
+                   align_corners: bool = False, padding_mode: str = "zeros", target: str = "cpu") -> Tensor:
     """Multi-scale deformable attention (msda's SPEC).
 
     value (B, L, N_h, C_h) ("BLNC") or (B, N_h, L, C_h) ("BNLC"); spatial_shapes
@@ -72,8 +74,9 @@ def ms_deform_attn(value, spatial_shapes, level_start_index, sampling_locations,
                                          padding_mode=padding_mode, target=target)
 
 
-def geometric_kernel_attention(value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
-                               *, rounding="floor", target="cpu"):
+def geometric_kernel_attention(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
+                               sampling_locations: Tensor, attention_weights: Tensor, *, rounding: str = "floor",
+                               target: str = "cpu") -> Tensor:
     """Geometric kernel attention: sampling_locations are absolute pixel
     coordinates (x, y), each sample reads one value row (rounding "floor" or
     "nearest", half to even). sampling_locations get no gradient. target as
@@ -83,37 +86,46 @@ def geometric_kernel_attention(value, spatial_shapes, level_start_index, samplin
                                                      target=target)
 
 
-def ms_deform_attn_backward(grad_output, value, spatial_shapes, level_start_index, sampling_locations,
-                            attention_weights, *, value_layout="BLNC", locations_layout="BQHLP2",
-                            align_corners=False, padding_mode="zeros", output_mask=(True, True, True),
-                            target="cpu"):
+def ms_deform_attn_backward(grad_output: Tensor, value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
+                            sampling_locations: Tensor, attention_weights: Tensor, *, value_layout: str = "BLNC",
+                            locations_layout: str = "BQHLP2", align_corners: bool = False,
+                            padding_mode: str = "zeros",
+                            output_mask: Tuple[bool, bool, bool] = (True, True, True),
+                            target: str = "cpu") -> Tuple[Optional[Tensor], Optional[Tensor], Optional[Tensor]]:
     """(grad_value, grad_sampling_locations, grad_attention_weights); those
     output_mask leaves out are None."""
     return torch.ops.msda.ms_deform_attn_backward(grad_output, value, spatial_shapes, level_start_index,
                                                   sampling_locations, attention_weights,
                                                   value_layout=value_layout, locations_layout=locations_layout,
                                                   align_corners=align_corners, padding_mode=padding_mode,
-                                                  output_mask=list(output_mask), target=target)
+                                                  output_mask=[output_mask[0], output_mask[1], output_mask[2]],
+                                                  target=target)
 
 
-def geometric_kernel_attention_backward(grad_output, value, spatial_shapes, level_start_index,
-                                        sampling_locations, attention_weights, *, rounding="floor",
-                                        output_mask=(True, True), target="cpu"):
+def geometric_kernel_attention_backward(grad_output: Tensor, value: Tensor, spatial_shapes: Tensor,
+                                        level_start_index: Tensor, sampling_locations: Tensor,
+                                        attention_weights: Tensor, *, rounding: str = "floor",
+                                        output_mask: Tuple[bool, bool] = (True, True),
+                                        target: str = "cpu") -> Tuple[Optional[Tensor], Optional[Tensor]]:
     """(grad_value, grad_attention_weights); those output_mask leaves out are None."""
     return torch.ops.msda.geometric_kernel_attention_backward(grad_output, value, spatial_shapes,
                                                               level_start_index, sampling_locations,
                                                               attention_weights, rounding=rounding,
-                                                              output_mask=list(output_mask), target=target)
+                                                              output_mask=[output_mask[0], output_mask[1]],
+                                                              target=target)
 
 
-def multi_scale_deformable_attn(value, value_spatial_shapes, value_level_start_index, sampling_locations,
-                                attention_weights, im2col_step=None):
-    """mmcv's and Deformable DETR's signature and layouts (value BLNC,
-    locations BQHLP2, align_corners=False, zero padding). im2col_step is
-    accepted and ignored: msda needs no batch chunking."""
-    del im2col_step
+def multi_scale_deformable_attn(value: Tensor, value_spatial_shapes: Tensor, value_level_start_index: Tensor,
+                                sampling_locations: Tensor, attention_weights: Tensor,
+                                im2col_step: Optional[int] = None) -> Tensor:
+    """mmcv's and Deformable DETR's signature, layouts (value BLNC,
+    locations BQHLP2, align_corners=False, zero padding) and dtype rule:
+    sampling_locations and attention_weights are converted to value's dtype
+    (so float32 ones meet half value under autocast), and their gradients
+    come back in their own dtypes. im2col_step is accepted and ignored: msda
+    needs no batch chunking. TorchScript compiles it."""
     return torch.ops.msda.ms_deform_attn(value, value_spatial_shapes, value_level_start_index,
-                                         sampling_locations, attention_weights)
+                                         sampling_locations.type_as(value), attention_weights.type_as(value))
 
 
 class MSDeformAttnFunction:
@@ -123,7 +135,7 @@ class MSDeformAttnFunction:
     The gradient comes from the operator's own autograd kernel."""
 
     @staticmethod
-    def apply(value, value_spatial_shapes, value_level_start_index, sampling_locations, attention_weights,
-              im2col_step=None):
+    def apply(value: Tensor, value_spatial_shapes: Tensor, value_level_start_index: Tensor,
+              sampling_locations: Tensor, attention_weights: Tensor, im2col_step: Optional[int] = None) -> Tensor:
         return multi_scale_deformable_attn(value, value_spatial_shapes, value_level_start_index,
                                            sampling_locations, attention_weights, im2col_step)

@@ -40,7 +40,12 @@ void set_error(const char *message) noexcept {
     }
 }
 
-// Runs `body`, turning whatever it throws into MSDA_ERROR plus a message.
+static_assert(MSDA_ERROR == static_cast<int>(msda::ErrorKind::runtime) &&
+              MSDA_ERROR_TYPE == static_cast<int>(msda::ErrorKind::type) &&
+              MSDA_ERROR_VALUE == static_cast<int>(msda::ErrorKind::value));
+
+// Runs `body`, turning whatever it throws into a message and a status: an
+// msda::Error's kind (msda_status has ErrorKind's values), else MSDA_ERROR.
 template <typename Body>
 msda_status guarded(Body &&body) noexcept {
     try {
@@ -49,6 +54,7 @@ msda_status guarded(Body &&body) noexcept {
         return MSDA_OK;
     } catch (const msda::Error &error) {
         set_error(error.what());
+        return static_cast<msda_status>(error.kind());
     } catch (const std::bad_alloc &) {
         set_error("msda: out of memory");
     } catch (const std::exception &error) {
@@ -65,7 +71,7 @@ msda_status guarded(Body &&body) noexcept {
 
 // Messages read like the C++ API's: "msda: <argument>: <what was expected>".
 [[noreturn]] void fail(const std::string &argument, const std::string &what) {
-    throw msda::Error("msda: " + argument + ": " + what);
+    throw msda::ValueError("msda: " + argument + ": " + what);
 }
 
 template <typename T>

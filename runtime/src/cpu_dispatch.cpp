@@ -202,7 +202,7 @@ void require_runnable_target() {
 
 void set_threads(int threads) {
     if (threads < 0) {
-        throw Error("msda: set_num_threads: expected 0 (one per core) or a positive count, got " +
+        throw ValueError("msda: set_num_threads: expected 0 (one per core) or a positive count, got " +
                     std::to_string(threads));
     }
     halide_set_num_threads(threads);

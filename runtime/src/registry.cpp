@@ -144,11 +144,11 @@ const Variant &select_variant(Kind kind, const ProblemSize &size, Operator op, T
                     " code (it was configured with " + names.option + "=OFF)");
     }
     if (is_gpu(family)) {
-        throw Error("msda: the " + device + " code computes float32 storage and float32 locations only; this call has " +
+        throw TypeError("msda: the " + device + " code computes float32 storage and float32 locations only; this call has " +
                     dtype_name(size.dtype) + " storage and " + dtype_name(size.locations_dtype) +
                     " locations (use Device::cpu for half precision)");
     }
-    throw Error(std::string("msda: this build has no generated code for ") + (op == Operator::gka ? "GKA " : "") +
+    throw TypeError(std::string("msda: this build has no generated code for ") + (op == Operator::gka ? "GKA " : "") +
                 kind_name(kind) + " with " + dtype_name(size.dtype) + " storage and " +
                 dtype_name(size.locations_dtype) + " locations");
 }

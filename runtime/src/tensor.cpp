@@ -32,7 +32,7 @@ std::size_t dtype_size(DType dtype) {
 TensorView TensorView::contiguous(const void *data, DType dtype,
                                   std::initializer_list<std::int64_t> shape) {
     if (shape.size() > static_cast<std::size_t>(kMaxRank)) {
-        throw Error("msda: TensorView::contiguous: rank " + std::to_string(shape.size()) +
+        throw ValueError("msda: TensorView::contiguous: rank " + std::to_string(shape.size()) +
                     " exceeds the maximum of " + std::to_string(kMaxRank));
     }
     TensorView view;
@@ -58,7 +58,7 @@ TensorView TensorView::strided(const void *data, DType dtype,
                                std::initializer_list<std::int64_t> shape,
                                std::initializer_list<std::int64_t> strides) {
     if (shape.size() != strides.size()) {
-        throw Error("msda: TensorView::strided: " + std::to_string(shape.size()) + " extents but " +
+        throw ValueError("msda: TensorView::strided: " + std::to_string(shape.size()) + " extents but " +
                     std::to_string(strides.size()) + " strides");
     }
     TensorView view = contiguous(data, dtype, shape);

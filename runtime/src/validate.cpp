@@ -10,7 +10,11 @@
 namespace msda::detail {
 
 void fail(const std::string &tensor, const std::string &what) {
-    throw Error("msda: " + tensor + ": " + what);
+    throw ValueError("msda: " + tensor + ": " + what);
+}
+
+void fail_dtype(const std::string &tensor, const std::string &what) {
+    throw TypeError("msda: " + tensor + ": " + what);
 }
 
 namespace {
@@ -75,7 +79,7 @@ void check_present(const TensorView &t, const char *name, int rank, const char *
 // why: the reason, "the dtype of <of>".
 void check_dtype(const TensorView &t, const char *name, DType expected, const char *of) {
     if (t.dtype != expected) {
-        fail(name, std::string("expected dtype ") + dtype_name(expected) + " (the dtype of " + of + "), got " +
+        fail_dtype(name, std::string("expected dtype ") + dtype_name(expected) + " (the dtype of " + of + "), got " +
                        dtype_name(t.dtype));
     }
 }
@@ -86,7 +90,7 @@ bool is_storage_dtype(DType dtype) {
 
 void check_storage_dtype(const TensorView &t, const char *name) {
     if (!is_storage_dtype(t.dtype)) {
-        fail(name, std::string("expected dtype float32, float16 or bfloat16, got ") + dtype_name(t.dtype));
+        fail_dtype(name, std::string("expected dtype float32, float16 or bfloat16, got ") + dtype_name(t.dtype));
     }
 }
 
@@ -192,8 +196,10 @@ void check_addressable(const TensorView &t, const char *name, bool has_batch = t
     }
 }
 
+// A tensor with no elements has no stride to respect (torch hands in empty
+// gradients expanded from one element, stride 0, and calls them contiguous).
 void check_dense_channels(const TensorView &t, const char *name, int dim) {
-    if (t.shape[dim] > 1 && t.strides[dim] != 1) {
+    if (t.numel() > 0 && t.shape[dim] > 1 && t.strides[dim] != 1) {
         fail(name, std::string("the channel dimension (") + (t.rank == 3 ? "N_h*C_h" : "C_h") +
                        ") must be contiguous (stride 1), got stride " + std::to_string(t.strides[dim]));
     }
@@ -374,7 +380,7 @@ void check_table_present(const TensorView &t, LevelTableKind kind) {
 
 void check_integer_dtype(const TensorView &t, const char *name) {
     if (t.dtype != DType::i32 && t.dtype != DType::i64) {
-        fail(name, std::string("expected dtype int32 or int64, got ") + dtype_name(t.dtype));
+        fail_dtype(name, std::string("expected dtype int32 or int64, got ") + dtype_name(t.dtype));
     }
 }
 
@@ -508,7 +514,7 @@ ProblemSize check_inputs(const TensorView &value, const TensorView &spatial_shap
     check_dims(attention_weights, "attention_weights", kWeightDims, weight_dims);
 
     if (sampling_locations.dtype != DType::f32 && sampling_locations.dtype != value.dtype) {
-        fail("sampling_locations", std::string("expected dtype float32 or the dtype of value (") +
+        fail_dtype("sampling_locations", std::string("expected dtype float32 or the dtype of value (") +
                                        dtype_name(value.dtype) + "), got " +
                                        dtype_name(sampling_locations.dtype));
     }
@@ -745,11 +751,11 @@ void check_plan(const ProblemSize &size, const Options &options) {
         }
     }
     if (!is_storage_dtype(size.dtype)) {
-        fail("plan", std::string("dtype ") + dtype_name(size.dtype) +
+        fail_dtype("plan", std::string("dtype ") + dtype_name(size.dtype) +
                          " is not a storage dtype: expected float32, float16 or bfloat16");
     }
     if (size.locations_dtype != DType::f32 && size.locations_dtype != size.dtype) {
-        fail("plan", std::string("locations_dtype ") + dtype_name(size.locations_dtype) +
+        fail_dtype("plan", std::string("locations_dtype ") + dtype_name(size.locations_dtype) +
                          " does not go with dtype " + dtype_name(size.dtype) +
                          ": expected float32 or the storage dtype");
     }
@@ -783,7 +789,7 @@ void check_matches_plan(const ProblemSize &plan, const ProblemSize &call) {
                   {"sampling_locations", plan.locations_dtype, call.locations_dtype}};
     for (const auto &d : dtypes) {
         if (d.planned != d.actual) {
-            fail(d.tensor, std::string("dtype is ") + dtype_name(d.actual) +
+            fail_dtype(d.tensor, std::string("dtype is ") + dtype_name(d.actual) +
                                " but the plan was made for " + dtype_name(d.planned));
         }
     }

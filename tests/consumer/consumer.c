@@ -58,14 +58,14 @@ int main(void) {
         for (i = 0; i < 4; ++i) output[i] = -7.0f;
         args.attention_weights = msda_contiguous(attention_weights, MSDA_F32, 5, wrong_shape);
         status = msda_forward(&args, &options);
-        check(status == MSDA_ERROR, "a wrong attention_weights shape fails");
+        check(status == MSDA_ERROR_VALUE, "a wrong attention_weights shape fails");
         check(strstr(msda_last_error(), "attention_weights") != NULL,
               "the message names attention_weights");
         for (i = 0; i < 4; ++i) check(output[i] == -7.0f, "the output is left alone");
     }
 
     status = msda_forward(NULL, &options);
-    check(status == MSDA_ERROR && strstr(msda_last_error(), "args") != NULL,
+    check(status == MSDA_ERROR_VALUE && strstr(msda_last_error(), "args") != NULL,
           "a NULL args is reported");
 
     check(strchr(msda_version(), '.') != NULL, "msda_version gives major.minor.patch");

@@ -204,18 +204,76 @@ class MultiScaleDeformableAttention(Comparisons):
         with self.assertRaisesRegex(ValueError, 'padding_mode must be "zeros" or "border", got "reflect"'):
             msda_torch.ms_deform_attn(value, spatial_shapes, level_start_index, locations, weights,
                                       padding_mode="reflect")
-        with self.assertRaisesRegex(RuntimeError, r"msda: attention_weights and sampling_locations: disagree on N_q"):
+        with self.assertRaisesRegex(ValueError, r"msda: attention_weights and sampling_locations: disagree on N_q"):
             msda_torch.ms_deform_attn(value, spatial_shapes, level_start_index, locations, weights[:, :2])
-        with self.assertRaisesRegex(RuntimeError, "msda: value"):
+        with self.assertRaisesRegex(ValueError, "msda: value"):
             msda_torch.ms_deform_attn(value[:, 1:], spatial_shapes, level_start_index, locations, weights)
 
+    def test_one_error_type_per_kind(self):
+        """TypeError for a dtype, ValueError for a shape or value, whichever
+        check finds it (torch's layer or msda's)."""
+        value, spatial_shapes, level_start_index, locations, weights, _ = make_inputs(8)
+        for dtype in (torch.float32, torch.int16, torch.uint8):
+            with self.subTest(spatial_shapes=dtype):
+                with self.assertRaisesRegex(TypeError, "spatial_shapes"):
+                    msda_torch.ms_deform_attn(value, spatial_shapes.to(dtype), level_start_index, locations, weights)
+            with self.subTest(level_start_index=dtype):
+                with self.assertRaisesRegex(TypeError, "level_start_index"):
+                    msda_torch.ms_deform_attn(value, spatial_shapes, level_start_index.to(dtype), locations, weights)
+        with self.assertRaisesRegex(TypeError, "attention_weights"):
+            msda_torch.ms_deform_attn(value, spatial_shapes, level_start_index, locations, weights.half())
+        wrong_start = level_start_index.clone()
+        wrong_start[1] += 1
+        with self.assertRaisesRegex(ValueError, "level_start_index"):
+            msda_torch.ms_deform_attn(value, spatial_shapes, wrong_start, locations, weights)
+        with self.assertRaisesRegex(ValueError, "rank"):
+            msda_torch.ms_deform_attn(value[0], spatial_shapes, level_start_index, locations, weights)
+
     def test_double_backward_is_refused(self):
+        """In every form: .backward() through a gradient, and autograd.grad
+        of a gradient with respect to any input (which must not come back
+        None, as it would with the gradients detached from the inputs)."""
         value, spatial_shapes, level_start_index, locations, weights, grad_output = make_inputs(9)
-        value = leaf(value)
+        value, locations, weights, grad_output = (leaf(t) for t in (value, locations, weights, grad_output))
         output = msda_torch.ms_deform_attn(value, spatial_shapes, level_start_index, locations, weights)
-        (grad_value,) = torch.autograd.grad(output, value, leaf(grad_output), create_graph=True)
+        (grad_value,) = torch.autograd.grad(output, value, grad_output, create_graph=True)
         with self.assertRaisesRegex(RuntimeError, "msda's backward is not differentiable"):
             grad_value.sum().backward()
+        output = msda_torch.ms_deform_attn(value, spatial_shapes, level_start_index, locations, weights)
+        grads = torch.autograd.grad(output, (value, locations, weights), grad_output, create_graph=True)
+        for grad in grads:
+            self.assertTrue(grad.requires_grad)
+            for wrt in (value, locations, weights, grad_output):
+                with self.assertRaisesRegex(RuntimeError, "msda's backward is not differentiable"):
+                    torch.autograd.grad(grad.sum(), wrt, allow_unused=True)
+        # GKA's too.
+        output = msda_torch.geometric_kernel_attention(value, spatial_shapes, level_start_index, locations.detach(),
+                                                       weights)
+        (grad_weights,) = torch.autograd.grad(output, weights, grad_output, create_graph=True)
+        with self.assertRaisesRegex(RuntimeError, "msda's backward is not differentiable"):
+            torch.autograd.grad(grad_weights.sum(), value, allow_unused=True)
+        # Without create_graph the gradients are plain tensors.
+        output = msda_torch.ms_deform_attn(value, spatial_shapes, level_start_index, locations, weights)
+        (grad_value,) = torch.autograd.grad(output, value, grad_output)
+        self.assertFalse(grad_value.requires_grad)
+
+    def test_empty_batch_or_queries(self):
+        """B = 0 or N_q = 0: the forward is empty, and .sum().backward()
+        (torch's empty gradient is expanded, stride 0) gives zero
+        gradients of the inputs' shapes."""
+        for batch, queries in ((0, QUERIES), (BATCH, 0)):
+            with self.subTest(batch=batch, queries=queries):
+                value, spatial_shapes, level_start_index, locations, weights, _ = make_inputs(14)
+                value = leaf(value[:batch])
+                locations = leaf(locations[:batch, :queries])
+                weights = leaf(weights[:batch, :queries])
+                output = msda_torch.multi_scale_deformable_attn(value, spatial_shapes, level_start_index,
+                                                                locations, weights)
+                self.assertEqual(output.shape, (batch, queries, HEADS * CHANNELS))
+                output.sum().backward()
+                for tensor in (value, locations, weights):
+                    self.assertEqual(tensor.grad.shape, tensor.shape)
+                    self.assertEqual(tensor.grad.count_nonzero().item(), 0)
 
     def test_the_backward_operator(self):
         value, spatial_shapes, level_start_index, locations, weights, grad_output = make_inputs(10)
@@ -253,9 +311,126 @@ class DropIn(Comparisons):
         self.assert_close(output, expected[0], 1e-5, "output")
         self.assert_close(value.grad, expected[1], 1e-5, "grad_value")
 
+    def test_locations_and_weights_take_the_dtype_of_value(self):
+        """mmcv's rule (type_as(value)): half value with float32 locations and
+        weights, as autocast hands them in, gives the bits of the operator
+        called with them converted, and each gradient comes back in its
+        tensor's own dtype."""
+        for dtype in (torch.float16, torch.bfloat16):
+            with self.subTest(dtype=dtype):
+                value, spatial_shapes, level_start_index, locations, weights, grad_output = make_inputs(15, dtype)
+                locations, weights = locations.float(), weights.float()
+                converted = (value, spatial_shapes, level_start_index, locations.to(dtype), weights.to(dtype),
+                             grad_output)
+                expected = self.run_msda(converted)
+                reference = msda_reference(value, spatial_shapes, locations.to(dtype), weights.to(dtype),
+                                           grad_output)
+                self.assert_close(expected[0], reference[0], TOLERANCE[dtype], "output")
+                for entry in ("function", "apply"):
+                    leaves = [leaf(t) for t in (value, locations, weights)]
+                    if entry == "function":
+                        output = msda_torch.multi_scale_deformable_attn(leaves[0], spatial_shapes,
+                                                                        level_start_index, leaves[1], leaves[2])
+                    else:
+                        output = msda_torch.MSDeformAttnFunction.apply(leaves[0], spatial_shapes,
+                                                                        level_start_index, leaves[1], leaves[2], 64)
+                    output.backward(grad_output)
+                    self.assertEqual(output.dtype, dtype)
+                    self.assertTrue(torch.equal(output.detach(), expected[0]), entry + " output")
+                    for tensor, e in zip(leaves, expected[1:]):
+                        self.assertEqual(tensor.grad.dtype, tensor.dtype)
+                        self.assertTrue(torch.equal(tensor.grad, e.to(tensor.dtype)), entry + " gradient")
+        # Under CPU autocast: a Linear's bfloat16 output as value, float32
+        # locations and weights.
+        value, spatial_shapes, level_start_index, locations, weights, _ = make_inputs(16)
+        projection = torch.nn.Linear(CHANNELS, CHANNELS)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            projected = projection(value)
+            self.assertEqual(projected.dtype, torch.bfloat16)
+            output = msda_torch.multi_scale_deformable_attn(projected, spatial_shapes, level_start_index,
+                                                            leaf(locations), leaf(weights))
+        self.assertEqual(output.dtype, torch.bfloat16)
+        output.float().sum().backward()
+        self.assertIsNotNone(projection.weight.grad)
+
+    def test_torchscript(self):
+        """torch.jit.script of a module that calls the drop-ins the way
+        Deformable DETR's MSDeformAttn does (im2col_step an int attribute)."""
+
+        class Sampler(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.im2col_step = 64
+
+            def forward(self, value, spatial_shapes, level_start_index, locations, weights):
+                first = msda_torch.MSDeformAttnFunction.apply(value, spatial_shapes, level_start_index, locations,
+                                                              weights, self.im2col_step)
+                second = msda_torch.multi_scale_deformable_attn(value, spatial_shapes, level_start_index,
+                                                                locations, weights)
+                return first + second
+
+        value, spatial_shapes, level_start_index, locations, weights, grad_output = make_inputs(17)
+        scripted = torch.jit.script(Sampler())
+        eager_leaves = [leaf(t) for t in (value, locations, weights)]
+        script_leaves = [leaf(t) for t in (value, locations, weights)]
+        eager = Sampler()(eager_leaves[0], spatial_shapes, level_start_index, eager_leaves[1], eager_leaves[2])
+        traced = scripted(script_leaves[0], spatial_shapes, level_start_index, script_leaves[1], script_leaves[2])
+        self.assertTrue(torch.equal(eager, traced))
+        eager.backward(grad_output)
+        traced.backward(grad_output)
+        for e, t in zip(eager_leaves, script_leaves):
+            self.assertTrue(torch.equal(e.grad, t.grad))
+
     def test_the_library_is_the_one_torch_loaded(self):
         self.assertTrue(msda_torch.LIBRARY.endswith("libmsda_torch.so"))
         self.assertIn(os.path.realpath(msda_torch.LIBRARY), torch.ops.loaded_libraries)
+
+
+class ShapeOnly(unittest.TestCase):
+    """The Meta kernels: sizes and dtypes without data, and their checks."""
+
+    def test_meta_tensors(self):
+        value, spatial_shapes, level_start_index, locations, weights, grad_output = (
+            t.to("meta") for t in make_inputs(18))
+        output = msda_torch.ms_deform_attn(value, spatial_shapes, level_start_index, locations, weights)
+        self.assertEqual((output.device.type, output.shape, output.dtype),
+                         ("meta", (BATCH, QUERIES, HEADS * CHANNELS), torch.float32))
+        bnlc = msda_torch.ms_deform_attn(value.permute(0, 2, 1, 3), spatial_shapes, level_start_index,
+                                         locations.permute(0, 5, 1, 2, 3, 4), weights, value_layout="BNLC",
+                                         locations_layout="B2QHLP")
+        self.assertEqual(bnlc.shape, output.shape)
+        grads = msda_torch.ms_deform_attn_backward(grad_output, value, spatial_shapes, level_start_index, locations,
+                                                   weights, output_mask=(True, False, True))
+        self.assertEqual(grads[0].shape, value.shape)
+        self.assertIsNone(grads[1])
+        self.assertEqual(grads[2].shape, weights.shape)
+        gka = msda_torch.geometric_kernel_attention(value.half(), spatial_shapes, level_start_index, locations,
+                                                    weights.half())
+        self.assertEqual((gka.shape, gka.dtype), (output.shape, torch.float16))
+        gka_grads = msda_torch.geometric_kernel_attention_backward(grad_output, value, spatial_shapes,
+                                                                   level_start_index, locations, weights)
+        self.assertEqual((gka_grads[0].shape, gka_grads[1].shape), (value.shape, weights.shape))
+        # Autograd over meta tensors.
+        value = value.requires_grad_()
+        output = msda_torch.ms_deform_attn(value, spatial_shapes, level_start_index, locations, weights)
+        output.backward(grad_output)
+        self.assertEqual(value.grad.shape, value.shape)
+        with self.assertRaisesRegex(TypeError, "attention_weights"):
+            msda_torch.ms_deform_attn(value, spatial_shapes, level_start_index, locations, weights.half())
+        with self.assertRaisesRegex(ValueError, "rank"):
+            msda_torch.ms_deform_attn(value, spatial_shapes, level_start_index, locations[0], weights)
+        with self.assertRaisesRegex(ValueError, "padding_mode"):
+            msda_torch.ms_deform_attn(value, spatial_shapes, level_start_index, locations, weights,
+                                      padding_mode="reflect")
+
+    def test_fake_tensors(self):
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        real = make_inputs(19)
+        mode = FakeTensorMode()
+        fake = [mode.from_tensor(t) for t in real]
+        with mode:
+            output = msda_torch.multi_scale_deformable_attn(*fake[:5])
+            self.assertEqual(output.shape, (BATCH, QUERIES, HEADS * CHANNELS))
 
 
 class GeometricKernelAttention(Comparisons):

@@ -25,20 +25,27 @@ using torch::autograd::variable_list;
 // Forward inputs, in the schemas' order.
 enum Input { kValue = 0, kSpatialShapes, kLevelStartIndex, kSamplingLocations, kAttentionWeights };
 
-// What once_differentiable does in Python: under create_graph, the
-// gradients become outputs of a node that raises when it is reached.
-variable_list not_differentiable_again(variable_list grads, const variable_list &inputs, const char *op) {
+// What once_differentiable does in Python, connected: under create_graph,
+// the gradients become outputs of a node that raises when it is reached,
+// and that node's inputs are the gradients and everything they were
+// computed from (`inputs`). Differentiating a gradient with respect to any
+// of those reaches the node and raises; with the gradients alone as its
+// inputs (Python's once_differentiable), autograd.grad would find the
+// forward's inputs unused and return None for them.
+variable_list not_differentiable_again(const variable_list &grads, const variable_list &inputs, const char *op) {
     if (!at::GradMode::is_enabled()) return grads;
     bool any_requires_grad = false;
     for (const at::Tensor &input : inputs) any_requires_grad = any_requires_grad || (input.defined() && input.requires_grad());
     if (!any_requires_grad) return grads;
-    for (at::Tensor &grad : grads) {
-        if (grad.defined()) grad = grad.detach().requires_grad_(true);
-    }
+    variable_list node_inputs;
+    for (const at::Tensor &grad : grads) node_inputs.push_back(grad.defined() ? grad.detach() : grad);
+    node_inputs.insert(node_inputs.end(), inputs.begin(), inputs.end());
     auto error = std::make_shared<torch::autograd::DelayedError>(
         std::string(op) + ": msda's backward is not differentiable (no double backward)",
-        static_cast<int>(grads.size()));
-    return error->apply(std::move(grads));
+        static_cast<int>(node_inputs.size()));
+    variable_list outputs = error->apply(std::move(node_inputs));
+    outputs.resize(grads.size());
+    return outputs;
 }
 
 variable_list with_saved(variable_list saved, const at::Tensor &grad_output) {
@@ -164,4 +171,9 @@ TORCH_LIBRARY_IMPL(msda, Autograd, m) {
     using namespace msda_torch::detail;
     m.impl("ms_deform_attn", &ms_deform_attn_autograd);
     m.impl("geometric_kernel_attention", &geometric_kernel_attention_autograd);
+    // The backward operators are not differentiable: every Autograd key
+    // (AutogradMeta too, which has no fallthrough of its own in LibTorch
+    // 1.13) passes them to the device's kernel.
+    m.impl("ms_deform_attn_backward", torch::CppFunction::makeFallthrough());
+    m.impl("geometric_kernel_attention_backward", torch::CppFunction::makeFallthrough());
 }

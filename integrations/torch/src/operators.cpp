@@ -1,7 +1,8 @@
 // The operators' schemas, the C++ functions that call them through the
 // dispatcher, and the tensor checks every kernel shares. The kernels are
 // registered per dispatch key: cpu_kernels.cpp (CPU), cuda_kernels.cpp
-// (CUDA, with a CUDA-enabled LibTorch), autograd.cpp (Autograd).
+// (CUDA, with a CUDA-enabled LibTorch), meta_kernels.cpp (Meta: shapes only),
+// autograd.cpp (Autograd).
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
@@ -120,7 +121,7 @@ msda::Options gka_options(const char *op, c10::string_view rounding, c10::string
 }
 
 void check_storage_dtype(const at::Tensor &tensor, const char *op, const char *name) {
-    TORCH_CHECK(tensor.defined(), op, ": ", name, " is an undefined tensor");
+    TORCH_CHECK_VALUE(tensor.defined(), op, ": ", name, " is an undefined tensor");
     const at::ScalarType type = tensor.scalar_type();
     TORCH_CHECK_TYPE(type == at::kFloat || type == at::kHalf || type == at::kBFloat16, op, ": ", name, " is ",
                      dtype_text(type),
@@ -178,13 +179,15 @@ std::tuple<at::Tensor, at::Tensor> geometric_kernel_attention_backward(
 }
 
 msda::TensorView tensor_view(const at::Tensor &tensor, const char *name) {
-    TORCH_CHECK(tensor.defined(), "msda: ", name, " is an undefined tensor");
-    TORCH_CHECK(tensor.device().is_cpu() || tensor.device().is_cuda(), "msda: ", name, " is on ",
-                tensor.device().str(), "; msda reads tensors in host or CUDA memory (move it with .cpu())");
-    TORCH_CHECK(tensor.layout() == at::kStrided, "msda: ", name, " has layout ", tensor.layout(),
-                "; msda reads strided (dense) tensors (convert it with .to_dense())");
-    TORCH_CHECK(tensor.dim() <= msda::kMaxRank, "msda: ", name, " has ", tensor.dim(),
-                " dimensions; msda's tensors have at most ", msda::kMaxRank);
+    // A wrong tensor is a ValueError, a wrong dtype a TypeError (msda's
+    // kinds, as calling_msda maps them).
+    TORCH_CHECK_VALUE(tensor.defined(), "msda: ", name, " is an undefined tensor");
+    TORCH_CHECK_VALUE(tensor.device().is_cpu() || tensor.device().is_cuda(), "msda: ", name, " is on ",
+                      tensor.device().str(), "; msda reads tensors in host or CUDA memory (move it with .cpu())");
+    TORCH_CHECK_VALUE(tensor.layout() == at::kStrided, "msda: ", name, " has layout ", tensor.layout(),
+                      "; msda reads strided (dense) tensors (convert it with .to_dense())");
+    TORCH_CHECK_VALUE(tensor.dim() <= msda::kMaxRank, "msda: ", name, " has ", tensor.dim(),
+                      " dimensions; msda's tensors have at most ", msda::kMaxRank);
     msda::TensorView view;
     switch (tensor.scalar_type()) {
     case at::kFloat: view.dtype = msda::DType::f32; break;

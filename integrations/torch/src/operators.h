@@ -58,12 +58,17 @@ at::Tensor with_dense_dim(const at::Tensor &tensor, int64_t dim);
 // msda's thread count follows torch's intra-op pool.
 void use_torch_threads();
 
-// Runs `work`, turning msda::Error into c10::Error with msda's message.
+// Runs `work`, turning msda::Error into torch's error of the same kind, with
+// msda's message: c10::TypeError (Python's TypeError) for a dtype,
+// c10::ValueError for a shape, stride, value or option, c10::Error
+// (RuntimeError) for a failure while running.
 template <class Work>
 decltype(auto) calling_msda(Work &&work) {
     try {
         return work();
     } catch (const msda::Error &error) {
+        TORCH_CHECK_TYPE(error.kind() != msda::ErrorKind::type, error.what());
+        TORCH_CHECK_VALUE(error.kind() != msda::ErrorKind::value, error.what());
         TORCH_CHECK(false, error.what());
     }
 }

@@ -11,9 +11,15 @@
 extern "C" {
 #endif
 
+/* On failure msda_last_error() gives the message. The kinds are msda.hpp's
+ * (msda::ErrorKind): a failure while running (no device, generated code
+ * failing, memory), a tensor of the wrong dtype, a bad shape, stride, value
+ * or argument. */
 typedef enum msda_status {
     MSDA_OK = 0,
-    MSDA_ERROR = 1 /* message in msda_last_error() */
+    MSDA_ERROR = 1,       /* run time */
+    MSDA_ERROR_TYPE = 2,  /* dtype */
+    MSDA_ERROR_VALUE = 3  /* shape, stride, value, argument */
 } msda_status;
 
 typedef enum msda_dtype {

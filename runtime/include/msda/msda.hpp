@@ -18,12 +18,36 @@
 
 namespace msda {
 
-// Every failure (bad input, a failure inside generated code, an allocation
-// failure) is reported as msda::Error. The message names the tensor and what
-// was expected. Nothing is written to outputs when validation fails.
+// Every failure is reported as msda::Error, whose message names the tensor
+// and what was expected; nothing is written to outputs when validation
+// fails. Its kind says which failure it is, as Python's exception types do:
+//   type     a tensor of the wrong dtype (msda::TypeError)
+//   value    a bad shape, stride, value or option (msda::ValueError)
+//   runtime  a failure while running: no device, generated code or a device
+//            call failing, memory (msda::Error itself)
+// The C API returns the same kinds as MSDA_ERROR_TYPE, MSDA_ERROR_VALUE and
+// MSDA_ERROR; the torch operators raise TypeError, ValueError and
+// RuntimeError.
+enum class ErrorKind : int { runtime = 1, type = 2, value = 3 };
+
 class Error : public std::runtime_error {
 public:
-    using std::runtime_error::runtime_error;
+    explicit Error(const std::string &message, ErrorKind kind = ErrorKind::runtime)
+        : std::runtime_error(message), kind_(kind) {}
+    ErrorKind kind() const noexcept { return kind_; }
+
+private:
+    ErrorKind kind_;
+};
+
+class TypeError : public Error {
+public:
+    explicit TypeError(const std::string &message) : Error(message, ErrorKind::type) {}
+};
+
+class ValueError : public Error {
+public:
+    explicit ValueError(const std::string &message) : Error(message, ErrorKind::value) {}
 };
 
 enum class DType : int { f32 = 0, f16 = 1, bf16 = 2, f64 = 3, i32 = 4, i64 = 5 };
