@@ -5,10 +5,12 @@
 // dtypes. The real kernels check the rest (the level table's values).
 // Registered from C++, so they serve LibTorch 1.13 and torch 2.x alike; under
 // torch 2.x the sizes may be symbolic and stay so.
-#include <ATen/ops/empty.h>
-#include <ATen/ops/empty_like.h>
+// torch/library.h first: it completes c10::IValue, which ATen/ops/empty.h
+// alone leaves incomplete under clang in C++20.
 #include <torch/library.h>
 #include <torch/version.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 
 #include <array>
 #include <string>
