@@ -39,7 +39,20 @@ __device__ float sample(const float *column, int height, int width, int row, flo
     return hy * hx * v00 + hy * lx * v01 + ly * hx * v10 + ly * lx * v11;
 }
 
+// A location's pixel coordinate, location * size - 0.5. As the classic
+// kernels are built (nvcc's default --fmad=true) the multiply and subtract
+// fuse into one fma; `rounded` rounds each, as msda computes it (SPEC.md).
+template <bool rounded>
+__device__ float pixel(float location, int size) {
+    if constexpr (rounded) {
+        return __fsub_rn(__fmul_rn(location, static_cast<float>(size)), 0.5f);
+    } else {
+        return location * size - 0.5f;
+    }
+}
+
 // A thread per (b, q, h, c).
+template <bool rounded>
 __global__ void forward_kernel(ClassicArgs a) {
     const std::int64_t index = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     const std::int64_t total = a.batch * a.queries * a.heads * a.channels;
@@ -56,8 +69,8 @@ __global__ void forward_kernel(ClassicArgs a) {
         const float *column = a.value + (b * a.value_length + a.level_start_index[l]) * row + h * a.channels + c;
         for (std::int64_t p = 0; p < a.points; ++p) {
             const std::int64_t s = sample0 + l * a.points + p;
-            const float x = a.sampling_locations[2 * s] * width - 0.5f;
-            const float y = a.sampling_locations[2 * s + 1] * height - 0.5f;
+            const float x = pixel<rounded>(a.sampling_locations[2 * s], width);
+            const float y = pixel<rounded>(a.sampling_locations[2 * s + 1], height);
             if (y > -1 && x > -1 && y < height && x < width) {
                 sum += a.attention_weights[s] * sample(column, height, width, row, y, x);
             }
@@ -69,6 +82,7 @@ __global__ void forward_kernel(ClassicArgs a) {
 // A thread per (b, q, h, c); a block holds whole (b, q, h) groups of
 // `channels` threads, whose per-sample partial gradients are summed in
 // shared memory by the group's first thread.
+template <bool rounded>
 __global__ void backward_kernel(ClassicArgs a, int groups) {
     extern __shared__ float partial[];  // 3 per thread: attention, x, y
     const int group = threadIdx.x / a.channels;
@@ -85,8 +99,8 @@ __global__ void backward_kernel(ClassicArgs a, int groups) {
             const std::int64_t s = slot * a.levels * a.points + l * a.points + p;
             float d_attention = 0, d_x = 0, d_y = 0;
             if (active) {
-                const float x = a.sampling_locations[2 * s] * width - 0.5f;
-                const float y = a.sampling_locations[2 * s + 1] * height - 0.5f;
+                const float x = pixel<rounded>(a.sampling_locations[2 * s], width);
+                const float y = pixel<rounded>(a.sampling_locations[2 * s + 1], height);
                 if (y > -1 && x > -1 && y < height && x < width) {
                     const float weight = a.attention_weights[s];
                     const float weighted = weight * g;
@@ -188,7 +202,11 @@ double median_ms(const Stream &stream, int warmup, int rounds, const std::functi
 void classic_forward(const ClassicArgs &args, const Stream &stream) {
     const std::int64_t total = args.batch * args.queries * args.heads * args.channels;
     const unsigned blocks = static_cast<unsigned>((total + kThreads - 1) / kThreads);
-    if (blocks > 0) forward_kernel<<<blocks, kThreads, 0, native(stream)>>>(args);
+    if (blocks > 0 && args.rounded_coordinates) {
+        forward_kernel<true><<<blocks, kThreads, 0, native(stream)>>>(args);
+    } else if (blocks > 0) {
+        forward_kernel<false><<<blocks, kThreads, 0, native(stream)>>>(args);
+    }
     check(cudaGetLastError(), "the classic forward's launch");
 }
 
@@ -203,8 +221,11 @@ void classic_backward(const ClassicArgs &args, const Stream &stream) {
     const int threads = static_cast<int>(groups * args.channels);
     const std::int64_t slots = args.batch * args.queries * args.heads;
     const unsigned blocks = static_cast<unsigned>((slots + groups - 1) / groups);
-    if (blocks > 0) {
-        backward_kernel<<<blocks, threads, 3 * threads * sizeof(float), native(stream)>>>(args, groups);
+    const std::size_t shared = 3 * threads * sizeof(float);
+    if (blocks > 0 && args.rounded_coordinates) {
+        backward_kernel<true><<<blocks, threads, shared, native(stream)>>>(args, groups);
+    } else if (blocks > 0) {
+        backward_kernel<false><<<blocks, threads, shared, native(stream)>>>(args, groups);
     }
     check(cudaGetLastError(), "the classic backward's launch");
 }

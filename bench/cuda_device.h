@@ -69,6 +69,12 @@ struct ClassicArgs {
     const float *grad_output = nullptr;
     float *grad_value = nullptr, *grad_sampling_locations = nullptr, *grad_attention_weights = nullptr;
     std::int64_t batch = 0, value_length = 0, heads = 0, channels = 0, levels = 0, queries = 0, points = 0;
+    // false: each pixel coordinate location * size - 0.5 is one fma, as nvcc
+    // builds the classic kernels (timed so). true: a rounded multiply and a
+    // rounded subtract, as msda computes it; the agreement check's setting,
+    // since a location whose two roundings differ in the last bit can fall in
+    // the neighbouring pixel cell, where its location gradient jumps.
+    bool rounded_coordinates = false;
 };
 
 // Enqueued on `stream`. The backward zeroes grad_value first (its scatter

@@ -6,8 +6,9 @@
 //     of msda (deterministic and atomic grad_value) and of the baseline,
 //     each call between two events on one stream (msda's host work, its
 //     validation and launches, inside);
-//   - agreement: msda's output and gradients against the baseline's (within
-//     1e-4 of each tensor's largest magnitude; the baseline's atomics sum in
+//   - agreement: msda's output and gradients against the baseline's, run
+//     with its pixel coordinates rounded as msda's (cuda_device.h), within
+//     1e-4 of each tensor's largest magnitude (the baseline's atomics sum in
 //     any order), and msda's deterministic backward bitwise equal to itself
 //     run to run.
 // msda gets the level tables as host tensors (the baseline reads its own
@@ -161,6 +162,8 @@ Row measure(const Shape &shape, const Settings &settings, const cuda::Stream &st
     msda::Options atomic = options;
     atomic.deterministic = false;
     const cuda::ClassicArgs classic = d.classic_args();
+    cuda::ClassicArgs classic_rounded = classic;  // the agreement check's (cuda_device.h)
+    classic_rounded.rounded_coordinates = true;
     auto forward = [&] { msda::forward(d.forward_args(), options); };
     auto backward = [&] { msda::backward(d.backward_args(), options); };
     auto backward_atomic = [&] { msda::backward(d.backward_args(), atomic); };
@@ -171,14 +174,14 @@ Row measure(const Shape &shape, const Settings &settings, const cuda::Stream &st
     row.shape = shape.id;
     // Agreement first (also the warm-up of every path).
     forward();
-    classic_forward();
+    cuda::classic_forward(classic_rounded, stream);
     backward_atomic();
     const std::vector<float> atomic_grad_value = download(d.grad_value);
     backward();
     const std::vector<float> first[3] = {download(d.grad_value), download(d.grad_locations), download(d.grad_weights)};
     backward();
     const std::vector<float> again[3] = {download(d.grad_value), download(d.grad_locations), download(d.grad_weights)};
-    classic_backward();
+    cuda::classic_backward(classic_rounded, stream);
     const std::vector<float> classic_results[3] = {download(d.classic_grad_value), download(d.classic_grad_locations),
                                                    download(d.classic_grad_weights)};
     for (int i = 0; i < 3; ++i) {

@@ -214,9 +214,11 @@ public:
     // With an autoscheduler (Halide's, in `msda sweep`), its schedule
     // replaces the family's.
     void schedule() {
-        if (using_autoscheduler()) return;
-        pipeline.output = output;
-        schedules::schedule_forward(get_target(), pipeline, specialization(), target_knobs());
+        if (!using_autoscheduler()) {
+            pipeline.output = output;
+            schedules::schedule_forward(get_target(), pipeline, specialization(), target_knobs());
+        }
+        schedules::finish_pipeline(get_target(), get_pipeline());
     }
 
 private:
@@ -324,19 +326,21 @@ public:
     }
 
     void schedule() {
-        if (using_autoscheduler()) return;
-        if (part == BackwardPart::value) {
-            if (grad_value_sums) {
-                value_pipeline.grad_value = *grad_value_sums;
-                value_pipeline.stored = *grad_value_output;
+        if (!using_autoscheduler()) {
+            if (part == BackwardPart::value) {
+                if (grad_value_sums) {
+                    value_pipeline.grad_value = *grad_value_sums;
+                    value_pipeline.stored = *grad_value_output;
+                } else {
+                    value_pipeline.grad_value = *grad_value_output;
+                }
+                schedules::schedule_grad_value(get_target(), value_pipeline, specialization(), target_knobs());
             } else {
-                value_pipeline.grad_value = *grad_value_output;
+                sample_pipeline.grads = *grads_output;
+                schedules::schedule_grad_sample(get_target(), sample_pipeline, specialization(), target_knobs());
             }
-            schedules::schedule_grad_value(get_target(), value_pipeline, specialization(), target_knobs());
-        } else {
-            sample_pipeline.grads = *grads_output;
-            schedules::schedule_grad_sample(get_target(), sample_pipeline, specialization(), target_knobs());
         }
+        schedules::finish_pipeline(get_target(), get_pipeline());
     }
 
 private:

@@ -231,6 +231,69 @@ void schedule_relayout(const Target &target, Func, const Var &, const Var &, con
 }  // namespace msda::schedules::gpu
 
 namespace msda::schedules {
+
+namespace {
+
+using namespace Halide;
+
+// Inside CUDA kernels, each strict_float add, subtract or multiply of
+// float32 or float64 (Halide's strict_add, strict_sub and strict_mul
+// intrinsics, which lowering leaves in the code) becomes a call of NVVM's
+// round-to-nearest intrinsic (llvm.nvvm.{add,mul}.rn.{f,d}), which LLVM and
+// ptxas keep as one rounded operation. A subtract is an add of the operand times -1 (exact, signed
+// zeros included; a constant is negated here). Vector operations are done
+// lane by lane.
+class CudaRoundedArithmetic : public Internal::IRMutator {
+    using IRMutator::visit;
+    bool in_kernel = false;
+
+    static Expr rounded(const std::string &op, const Type &t, const Expr &a, const Expr &b) {
+        if (t.is_vector()) {
+            std::vector<Expr> lanes;
+            for (int i = 0; i < t.lanes(); i++) {
+                lanes.push_back(rounded(op, t.element_of(), Internal::Shuffle::make_extract_element(a, i),
+                                        Internal::Shuffle::make_extract_element(b, i)));
+            }
+            return Internal::Shuffle::make_concat(lanes);
+        }
+        const std::string name = "llvm.nvvm." + op + ".rn." + (t.bits() == 64 ? "d" : "f");
+        return Internal::Call::make(t, name, {a, b}, Internal::Call::PureExtern);
+    }
+
+    Internal::Stmt visit(const Internal::For *op) override {
+        const bool kernel = op->device_api == DeviceAPI::CUDA;
+        const bool outer = in_kernel;
+        in_kernel = in_kernel || kernel;
+        Internal::Stmt result = IRMutator::visit(op);
+        in_kernel = outer;
+        return result;
+    }
+
+    Expr visit(const Internal::Call *op) override {
+        Expr mutated = IRMutator::visit(op);
+        const auto *call = mutated.as<Internal::Call>();
+        if (!in_kernel || !call) return mutated;
+        const Type t = call->type;
+        if (!t.is_float() || (t.bits() != 32 && t.bits() != 64)) return mutated;
+        const auto &args = call->args;
+        if (call->is_intrinsic(Internal::Call::strict_mul)) return rounded("mul", t, args[0], args[1]);
+        if (call->is_intrinsic(Internal::Call::strict_add)) return rounded("add", t, args[0], args[1]);
+        if (call->is_intrinsic(Internal::Call::strict_sub)) {
+            const std::optional<double> constant = Internal::as_const_float(args[1]);
+            Expr negated = constant ? Internal::make_const(t, -*constant)
+                                    : rounded("mul", t, args[1], Internal::make_const(t, -1.0));
+            return rounded("add", t, args[0], negated);
+        }
+        return mutated;
+    }
+};
+
+}  // namespace
+
+void finish_pipeline(const Target &target, Pipeline pipeline) {
+    if (target.has_feature(Target::CUDA)) pipeline.add_custom_lowering_pass(new CudaRoundedArithmetic);
+}
+
 // The kernels read the per-sample tensors with any strides.
 const FamilySchedules kGpuSchedules = {&gpu::schedule_forward, &gpu::schedule_grad_value, &gpu::schedule_grad_sample,
                                        &gpu::schedule_relayout, {.dense_samples = false}};

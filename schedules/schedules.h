@@ -20,6 +20,17 @@ void schedule_grad_sample(const Halide::Target &target, GradSamplePipeline &pipe
 void schedule_relayout(const Halide::Target &target, Halide::Func out, const Halide::Var &c,
                        const Halide::Var &h, const Halide::Var &row, const Halide::Var &b, const Knobs &knobs);
 
+// What a target's code generation needs of a pipeline beyond its schedule,
+// added to it once scheduled (by the generators, so also in `msda sweep`).
+// On CUDA, the float32/float64 adds and multiplies that the algorithm marks
+// strict_float, inside the kernels, become PTX's .rn instructions: Halide's
+// PTX back end lets LLVM fuse a multiply and an add into fma whatever
+// strict_float says, and ptxas fuses an add.f32 without .rn too, so
+// x * W - 0.5 came out as one fma (one rounding, not two) and a location on a
+// pixel centre landed a hair off it (grad_sampling_locations nonzero on a
+// border-clamped coordinate). Other targets: nothing.
+void finish_pipeline(const Halide::Target &target, Halide::Pipeline pipeline);
+
 // What a family's schedules need of the inputs and outputs beyond what the
 // pipelines themselves constrain; the generators declare their buffers
 // accordingly.
