@@ -51,6 +51,18 @@ if (NOT MSDA_SANITIZER_PRELOAD)
     set_tests_properties(torch2_python PROPERTIES LABELS "torch2;slow" TIMEOUT 1800)
 endif ()
 
+# pip install: a wheel built in a fresh virtual environment over
+# MSDA_TORCH_PYTHON's torch, installed, and the Python suite run against it
+# (tests/scripts/wheel_suite.sh). One x86 tier and this tree's generators, to
+# keep it within CI's time (about 4 minutes on 2 cores); the build a user's
+# pip install runs compiles every tier.
+if (MSDA_TORCH_PYTHON AND NOT MSDA_SANITIZER_PRELOAD AND NOT CMAKE_CROSSCOMPILING)
+    add_test(NAME wheel_python COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/scripts/wheel_suite.sh ${CMAKE_BINARY_DIR}
+        ${MSDA_TORCH_PYTHON})
+    set_tests_properties(wheel_python PROPERTIES LABELS "torch;wheel" TIMEOUT 1500
+        SKIP_REGULAR_EXPRESSION "SKIPPED")
+endif ()
+
 add_test(NAME train_deformable_layer
     COMMAND ${CMAKE_COMMAND} -D EXAMPLE=$<TARGET_FILE:train_deformable_layer>
         -D WORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/train_deformable_layer -D STEPS=50 -D MIN_DROP=4
