@@ -202,11 +202,8 @@ double median_ms(const Stream &stream, int warmup, int rounds, const std::functi
 void classic_forward(const ClassicArgs &args, const Stream &stream) {
     const std::int64_t total = args.batch * args.queries * args.heads * args.channels;
     const unsigned blocks = static_cast<unsigned>((total + kThreads - 1) / kThreads);
-    if (blocks > 0 && args.rounded_coordinates) {
-        forward_kernel<true><<<blocks, kThreads, 0, native(stream)>>>(args);
-    } else if (blocks > 0) {
-        forward_kernel<false><<<blocks, kThreads, 0, native(stream)>>>(args);
-    }
+    const auto kernel = args.rounded_coordinates ? forward_kernel<true> : forward_kernel<false>;
+    if (blocks > 0) kernel<<<blocks, kThreads, 0, native(stream)>>>(args);
     check(cudaGetLastError(), "the classic forward's launch");
 }
 
@@ -221,12 +218,8 @@ void classic_backward(const ClassicArgs &args, const Stream &stream) {
     const int threads = static_cast<int>(groups * args.channels);
     const std::int64_t slots = args.batch * args.queries * args.heads;
     const unsigned blocks = static_cast<unsigned>((slots + groups - 1) / groups);
-    const std::size_t shared = 3 * threads * sizeof(float);
-    if (blocks > 0 && args.rounded_coordinates) {
-        backward_kernel<true><<<blocks, threads, shared, native(stream)>>>(args, groups);
-    } else if (blocks > 0) {
-        backward_kernel<false><<<blocks, threads, shared, native(stream)>>>(args, groups);
-    }
+    const auto kernel = args.rounded_coordinates ? backward_kernel<true> : backward_kernel<false>;
+    if (blocks > 0) kernel<<<blocks, threads, 3 * threads * sizeof(float), native(stream)>>>(args, groups);
     check(cudaGetLastError(), "the classic backward's launch");
 }
 

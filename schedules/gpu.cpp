@@ -240,9 +240,9 @@ using namespace Halide;
 // float32 or float64 (Halide's strict_add, strict_sub and strict_mul
 // intrinsics, which lowering leaves in the code) becomes a call of NVVM's
 // round-to-nearest intrinsic (llvm.nvvm.{add,mul}.rn.{f,d}), which LLVM and
-// ptxas keep as one rounded operation. A subtract is an add of the operand times -1 (exact, signed
-// zeros included; a constant is negated here). Vector operations are done
-// lane by lane.
+// ptxas keep as one rounded operation. A subtract is an add of the operand
+// times -1 (exact, signed zeros included; a constant is negated here).
+// Vector operations are done lane by lane.
 class CudaRoundedArithmetic : public Internal::IRMutator {
     using IRMutator::visit;
     bool in_kernel = false;
