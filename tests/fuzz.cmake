@@ -28,14 +28,18 @@ function(msda_add_fuzz_target NAME CORPUS)
     target_link_libraries(${NAME} PRIVATE ${ARG_LIBRARIES})
     if (_msda_libfuzzer)
         # New inputs go to the first folder (the tree's own), never into the
-        # source tree; a finding leaves its input in fuzz/ as crash-*.
+        # source tree; a finding leaves its input in fuzz/ as crash-*. The
+        # progress lines are off (-verbosity=0) so that a finding's report
+        # (the harness's message, the decoded call MSDA_FUZZ_VERBOSE prints,
+        # the sanitizer's trace and the input in base64) is what a failed
+        # run shows.
         set(work ${CMAKE_BINARY_DIR}/fuzz)
         file(MAKE_DIRECTORY ${work}/${CORPUS}_corpus)
         add_test(NAME ${NAME}
-            COMMAND ${NAME} -max_total_time=${MSDA_FUZZ_SECONDS} -timeout=30 -rss_limit_mb=4096
+            COMMAND ${NAME} -max_total_time=${MSDA_FUZZ_SECONDS} -timeout=30 -rss_limit_mb=4096 -verbosity=0
                 -print_final_stats=1 -artifact_prefix=${work}/${NAME}-
                 ${work}/${CORPUS}_corpus ${_msda_fuzz_corpus}/${CORPUS})
-        set_tests_properties(${NAME} PROPERTIES LABELS fuzz TIMEOUT 600)
+        set_tests_properties(${NAME} PROPERTIES LABELS fuzz TIMEOUT 600 ENVIRONMENT MSDA_FUZZ_VERBOSE=1)
     else ()
         add_test(NAME ${NAME}_corpus COMMAND ${NAME} ${_msda_fuzz_corpus}/${CORPUS})
         set_tests_properties(${NAME}_corpus PROPERTIES LABELS core)

@@ -34,6 +34,13 @@
 #include "gka_reference.h"
 #include "msda_reference.h"
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#include <sanitizer/common_interface_defs.h>
+#define MSDA_FUZZ_SANITIZED 1
+#endif
+#endif
+
 namespace {
 
 // What the input being run decoded into, for a finding's report.
@@ -513,10 +520,18 @@ std::string describe(const Call &c) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size) {
     static const bool once = [] {
         msda_set_num_threads(1);
+#ifdef MSDA_FUZZ_SANITIZED
+        // A sanitizer's finding (or a signal it catches) reports the call
+        // too, not only the harness's own checks.
+        if (std::getenv("MSDA_FUZZ_VERBOSE") != nullptr) {
+            __sanitizer_set_death_callback([] { std::fprintf(stderr, "the call:\n%s\n", current_call.c_str()); });
+        }
+#endif
         return true;
     }();
     (void)once;
     Input in(data, size);
+    current_call = "(the input is still being decoded)";
     Call c;
     msda_options &o = c.options;
     o.op = in.chance(4) ? MSDA_OP_GKA : MSDA_OP_MSDA;
@@ -591,7 +606,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
     };
     const std::vector<std::int64_t> value_given = maybe_broken(value_shape);
     const std::vector<std::int64_t> locations_given = maybe_broken(location_shape);
-    const std::vector<std::int64_t> weights_given = maybe_broken(sample_shape);
+    std::vector<std::int64_t> weights_given = maybe_broken(sample_shape);
+    // Not both sampling_locations and attention_weights: broken alike they
+    // agree with each other, and a call takes N_p from them alone (N_p 5
+    // in both where the harness meant 4 is a consistent call of N_p 5).
+    if (locations_given != location_shape) weights_given = sample_shape;
     auto rank = [](const std::vector<std::int64_t> &shape) { return static_cast<int>(shape.size()); };
     bool fits = lay_out(c.value, in, storage, value_given, shuffled(rank(value_given), true), false) &&
                 lay_out(c.shapes, in, table_dtype, {N_l, 2}, identity(2), false) &&
