@@ -21,6 +21,18 @@ algebra::Stage staging(const MsdaVars &v, std::vector<Func> *stages) {
     };
 }
 
+// The compute type's zero.
+Expr zero(const MsdaInputs &in) { return cast(in.compute, 0); }
+
+// int32 fields of a corner table travel as the bits of its element type:
+// a float32's, or the low half of a float64's.
+Expr int_as_field(const MsdaInputs &in, const Expr &x) {
+    return in.compute.bits() == 64 ? reinterpret(in.compute, cast<int64_t>(x)) : reinterpret(in.compute, x);
+}
+Expr field_as_int(const Expr &field) {
+    return field.type().bits() == 64 ? cast<int32_t>(reinterpret<int64_t>(field)) : reinterpret<int32_t>(field);
+}
+
 Expr to_storage(const Type &storage, const Expr &x) {
     if (storage != Float(16)) return cast(storage, x);
     // A float32 NaN becomes a quiet float16 NaN of the same sign and top
@@ -32,6 +44,8 @@ Expr to_storage(const Type &storage, const Expr &x) {
 }
 
 }  // namespace
+
+Type compute_type_for(const Type &storage) { return storage == Float(64) ? Float(64) : Float(32); }
 
 Func sample_geometry(const MsdaInputs &in, const MsdaVars &v, std::vector<Func> *stages) {
     Expr height = in.spatial_shapes(0, v.l);
@@ -47,7 +61,7 @@ Func sample_geometry(const MsdaInputs &in, const MsdaVars &v, std::vector<Func> 
     geometry(v.p, v.l, v.h, v.q, v.b) =
         Tuple(std::vector<Expr>{start + y.lower_read * width + x.lower_read, x.upper_read - x.lower_read,
                (y.upper_read - y.lower_read) * width, algebra::corner_mask(x, y), x.fraction, y.fraction,
-               select(counts, in.attention_weights(v.p, v.l, v.h, v.q, v.b), 0.0f), x.gradient_scale,
+               select(counts, in.attention_weights(v.p, v.l, v.h, v.q, v.b), zero(in)), x.gradient_scale,
                y.gradient_scale, x.lower_read_weight, x.upper_read_weight, y.lower_read_weight,
                y.upper_read_weight});
     return geometry;
@@ -66,7 +80,7 @@ Func nearest_geometry(const MsdaInputs &in, const MsdaVars &v, std::vector<Func>
     Func geometry("geometry");
     geometry(v.p, v.l, v.h, v.q, v.b) =
         Tuple(start + y.index * width + x.index, select(counts, 1, 0),
-              select(counts, in.attention_weights(v.p, v.l, v.h, v.q, v.b), 0.0f));
+              select(counts, in.attention_weights(v.p, v.l, v.h, v.q, v.b), zero(in)));
     return geometry;
 }
 
@@ -122,9 +136,9 @@ void bind_vars(MsdaVars &vars, const MsdaInputs &in) {
 // GKA's table: one read, weighted by the attention weight.
 std::vector<Expr> nearest_fields(const MsdaInputs &in, const Tuple &g, const CornerLayout &layout) {
     std::vector<Expr> fields(layout.fields);
-    fields[0] = reinterpret<float>(clamp(g[kNearestRow], 0, in.rows - 1));
+    fields[0] = int_as_field(in, clamp(g[kNearestRow], 0, in.rows - 1));
     if (layout.weight >= 0) fields[layout.weight] = g[kNearestAttention];
-    fields[layout.mask] = reinterpret<float>(g[kNearestMask]);
+    fields[layout.mask] = int_as_field(in, g[kNearestMask]);
     if (layout.attention >= 0) fields[layout.attention] = g[kNearestAttention];
     return fields;
 }
@@ -142,19 +156,19 @@ Func corner_table(const MsdaInputs &in, const MsdaVars &v, const Func &geometry,
     }
     std::vector<Expr> fields(layout.fields);
     for (int corner = 0; corner < kCorners; corner++) {
-        fields[corner] = reinterpret<float>(geometry_read_row(g, in, corner));
+        fields[corner] = int_as_field(in, geometry_read_row(g, in, corner));
         if (layout.weight < 0) continue;
         Expr w = algebra::read_weight(g[kWeightX0], g[kWeightX1], g[kWeightY0], g[kWeightY1], corner);
         if (table == CornerTable::forward) {
             // A zero weight stays exactly zero (never a * 0, NaN for a = Inf).
-            w = strict_float(select(w == 0.0f, 0.0f, g[kAttention] * w));
+            w = strict_float(select(w == 0.0f, zero(in), g[kAttention] * w));
         } else {
             // The scatter's a * w, as its contributions (a * w) * g use it.
             w = g[kAttention] * w;
         }
         fields[layout.weight + corner] = w;
     }
-    fields[layout.mask] = reinterpret<float>(g[kMask]);
+    fields[layout.mask] = int_as_field(in, g[kMask]);
     const std::pair<int, int> copied[] = {{layout.attention, kAttention}, {layout.fx, kFx}, {layout.fy, kFy},
                                           {layout.scale_x, kScaleX}, {layout.scale_y, kScaleY}};
     for (const auto &[at, from] : copied) {
@@ -174,10 +188,10 @@ Expr CornerEntry::field(const Expr &index) const {
 // so it does not clamp every load again; the promise carries the clamp the
 // table applied.
 Expr CornerEntry::row(const Expr &corner, const MsdaInputs &in) const {
-    return unsafe_promise_clamped(reinterpret<int32_t>(field(corner)), 0, in.rows - 1);
+    return unsafe_promise_clamped(field_as_int(field(corner)), 0, in.rows - 1);
 }
 Expr CornerEntry::weight(const Expr &corner) const { return field(layout.weight + corner); }
-Expr CornerEntry::mask() const { return reinterpret<int32_t>(field(layout.mask)); }
+Expr CornerEntry::mask() const { return field_as_int(field(layout.mask)); }
 Expr CornerEntry::attention() const { return field(layout.attention); }
 
 namespace {
@@ -217,7 +231,7 @@ ForwardPipeline build_forward(const MsdaInputs &in) {
         sample += corners.weight(corner) * in.value(v.c, v.h, corners.row(corner, in), v.b);
     }
     f.accumulated = Func("accumulated");
-    f.accumulated(v.c, v.h, v.q, v.b) = 0.0f;
+    f.accumulated(v.c, v.h, v.q, v.b) = zero(in);
     f.sum_over.where(algebra::sample_counts(corners.mask()));
     f.accumulated(v.c, v.h, v.q, v.b) += sample;
     f.output = Func("output");
@@ -342,6 +356,9 @@ GradValuePipeline build_grad_value(const MsdaInputs &in, const Func &grad_output
     f.corners = corner_table(in, v, f.geometry, f.field, CornerTable::scatter);
     f.grad_rows = grad_rows(grad_output, v);
     f.sum = sum;
+    if (sum != GradValueSum::float32 && in.compute != Float(32)) {
+        throw std::invalid_argument("msda: the atomic and fixed-point grad_value sums are for float32 arithmetic");
+    }
     if (sum == GradValueSum::fixed_point) {
         build_fixed_point_sum(f, in);
     } else {
@@ -352,15 +369,15 @@ GradValuePipeline build_grad_value(const MsdaInputs &in, const Func &grad_output
         if (sum == GradValueSum::float32_atomic) {
             f.scatter.where(contribution.counts);
             f.atomic_sums = Func("atomic_sums");
-            f.atomic_sums(v.c, v.h, f.row, v.b) = 0.0f;
+            f.atomic_sums(v.c, v.h, f.row, v.b) = zero(in);
             f.atomic_sums(v.c, v.h, contribution.row, v.b) += contribution.value;
             f.grad_value(v.c, v.h, f.row, v.b) = f.atomic_sums(v.c, v.h, f.row, v.b);
         } else {
-            f.grad_value(v.c, v.h, f.row, v.b) = 0.0f;
-            f.grad_value(v.c, v.h, contribution.row, v.b) += select(contribution.counts, contribution.value, 0.0f);
+            f.grad_value(v.c, v.h, f.row, v.b) = zero(in);
+            f.grad_value(v.c, v.h, contribution.row, v.b) += select(contribution.counts, contribution.value, zero(in));
         }
     }
-    if (in.storage != Float(32)) {
+    if (in.storage != in.compute) {
         f.stored = Func("grad_value_stored");
         f.stored(v.c, v.h, f.row, v.b) = to_storage(in.storage, f.grad_value(v.c, v.h, f.row, v.b));
     }
@@ -388,7 +405,7 @@ GradSamplePipeline build_grad_sample(const MsdaInputs &in, const Func &grad_outp
     Expr mask = corners.mask(), attention = corners.attention();
     f.corner_dots = Func("corner_dots");
     const Var &corner = f.corner;
-    f.corner_dots(corner, v.p, v.l, v.h, v.q, v.b) = 0.0f;
+    f.corner_dots(corner, v.p, v.l, v.h, v.q, v.b) = zero(in);
     f.grad_rows = grad_rows(grad_output, v);
     Expr g = f.grad_rows(f.channel, v.h, v.q, v.b);
     f.corner_dots(corner, v.p, v.l, v.h, v.q, v.b) += g * in.value(f.channel, v.h, corners.row(corner, in), v.b);
@@ -398,14 +415,14 @@ GradSamplePipeline build_grad_sample(const MsdaInputs &in, const Func &grad_outp
     if (in.op == Operator::gka) {
         // GKA: grad_attention_weights = <g, V> at the sample's row, 0 for a
         // sample that does not count; locations get no gradient.
-        Expr grad_attention = select(algebra::sample_counts(mask), dot_of(0), 0.0f);
+        Expr grad_attention = select(algebra::sample_counts(mask), dot_of(0), zero(in));
         f.grads(v.p, v.l, v.h, v.q, v.b) = Tuple(to_storage(in.storage, grad_attention));
         return f;
     }
     Expr fx = corners.field(f.layout.fx), fy = corners.field(f.layout.fy);
     Expr dot[kCorners];
     for (int corner = 0; corner < kCorners; corner++) {
-        dot[corner] = select(algebra::corner_is_inside(mask, corner), dot_of(corner), 0.0f);
+        dot[corner] = select(algebra::corner_is_inside(mask, corner), dot_of(corner), zero(in));
     }
 
     // Each result is rounded once, to the storage type of the tensor it is
@@ -415,7 +432,7 @@ GradSamplePipeline build_grad_sample(const MsdaInputs &in, const Func &grad_outp
     // another way alone), so its bits do not depend on what else is asked.
     std::vector<Expr> results;
     if (which != SampleGradients::sampling_locations) {
-        Expr grad_attention = 0.0f;
+        Expr grad_attention = zero(in);
         for (int corner = 0; corner < kCorners; corner++) {
             grad_attention += algebra::corner_weight(fx, fy, corner) * dot[corner];
         }
@@ -426,11 +443,11 @@ GradSamplePipeline build_grad_sample(const MsdaInputs &in, const Func &grad_outp
         results.push_back(to_storage(in.locations_storage,
                                select(counts, strict_float(attention * algebra::d_sample_dx(dot, fy) *
                                                            corners.field(f.layout.scale_x)),
-                                      0.0f)));
+                                      zero(in))));
         results.push_back(to_storage(in.locations_storage,
                                select(counts, strict_float(attention * algebra::d_sample_dy(dot, fx) *
                                                            corners.field(f.layout.scale_y)),
-                                      0.0f)));
+                                      zero(in))));
     }
     f.grads(v.p, v.l, v.h, v.q, v.b) = results.size() == 1 ? Tuple(results[0]) : Tuple(results);
     return f;

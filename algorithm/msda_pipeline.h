@@ -32,9 +32,16 @@ struct MsdaInputs {
     Halide::Expr nearest;  // bool run-time flag (GKA): round half to even, else floor
     // How results are stored: outputs and the gradients of value and
     // attention_weights in `storage`, the gradient of sampling_locations in
-    // `locations_storage`. The Funcs above read float32 (widened on load).
+    // `locations_storage`. The Funcs above read `compute` (widened on load).
     Halide::Type storage = Halide::Float(32), locations_storage = Halide::Float(32);
+    // The arithmetic's type: float32, or float64 for float64 storage (whose
+    // locations are float64 too): compute_type_for.
+    Halide::Type compute = Halide::Float(32);
 };
+
+// The type a pipeline computes in for a storage type: float64 for float64,
+// float32 for the rest (half precision is widened to float32).
+Halide::Type compute_type_for(const Halide::Type &storage);
 
 // The loop variables shared by all pipelines.
 struct MsdaVars {
@@ -183,7 +190,7 @@ struct GradValuePipeline {
     Halide::Var field{"field"};
     CornerLayout layout;
     Halide::Func grad_rows;   // (c, h, q, b): grad_output, as read (a schedule may stage it)
-    // (c, h, row, b) in float32. GradValueSum::float32: zero, then one
+    // (c, h, row, b) in the compute type. GradValueSum::float32: zero, then one
     // scatter update over `scatter`; float32_atomic: a copy of atomic_sums;
     // fixed_point: pure, from `fixed`.
     Halide::Func grad_value;
@@ -196,8 +203,10 @@ struct GradValuePipeline {
     Halide::Func atomic_sums;
     GradValueSum sum = GradValueSum::float32;
     FixedPointSum fixed;      // fixed_point only
-    // grad_value rounded to the storage type, when that is not float32
-    // (undefined otherwise): the sums are made in float32 and rounded once.
+    // grad_value rounded to the storage type, when that is not the compute
+    // type (undefined otherwise): the sums are made in float32 and rounded
+    // once. float64 storage is summed in float64 (GradValueSum::float32
+    // then names the ordered sum; the other two are float32 only).
     Halide::Func stored;
 };
 GradValuePipeline build_grad_value(const MsdaInputs &in, const Halide::Func &grad_output,

@@ -52,7 +52,11 @@ inline BilinearAxis bilinear_axis(Expr normalized, const Expr &size, const Expr 
                                   const std::string &axis = "x") {
     using namespace Halide;
     normalized = stage(normalized, "location_" + axis);
-    Expr extent = cast<float>(size);
+    // Computed in the location's type: float32, or float64 for float64
+    // storage (the literals below widen to it).
+    const Type type = normalized.type();
+    const Expr zero = cast(type, 0);
+    Expr extent = cast(type, size);
     Expr last = extent - 1.0f;
     // The transform is evaluated with strict float semantics so that it is
     // one multiply and one subtract, never a fused multiply-add: the double
@@ -70,11 +74,11 @@ inline BilinearAxis bilinear_axis(Expr normalized, const Expr &size, const Expr 
     // location that fails is replaced by 0 before any float-to-int
     // conversion, so NaN or huge values never reach one.
     passes = stage(passes, "passes_" + axis);
-    Expr safe = select(passes, coordinate, 0.0f);
-    safe = stage(select(border, clamp(safe, 0.0f, last), clamp(safe, -1.0f, extent)), "coordinate_" + axis);
+    Expr safe = select(passes, coordinate, zero);
+    safe = stage(select(border, clamp(safe, zero, last), clamp(safe, cast(type, -1), extent)), "coordinate_" + axis);
     Expr lower_f = floor(safe);
     Expr lower = stage(cast<int32_t>(lower_f), "cell_" + axis);
-    Expr fraction = safe - cast<float>(lower);
+    Expr fraction = safe - cast(type, lower);
 
     Expr lower_inside = lower >= 0 && lower <= size - 1;
     Expr upper_inside = lower + 1 <= size - 1;
@@ -83,7 +87,7 @@ inline BilinearAxis bilinear_axis(Expr normalized, const Expr &size, const Expr 
     // included) has zero gradient.
     Expr unclamped = coordinate > 0.0f && coordinate < last;
     Expr scale = select(align_corners, last, extent);
-    Expr gradient_scale = select(passes && (!border || unclamped), scale, 0.0f);
+    Expr gradient_scale = select(passes && (!border || unclamped), scale, zero);
 
     Expr both_inside = lower_inside && upper_inside;
     Expr lower_weight = strict_float(1.0f - fraction);
@@ -117,7 +121,8 @@ inline NearestAxis nearest_axis(Expr coordinate, const Expr &size, const Expr &n
     // Clamped in float first (so Inf and huge values never reach an integer
     // conversion), rounded, then clamped again as an integer: a level wider
     // than 2^24 has no exact float for size - 1.
-    Expr safe = select(counts, clamp(coordinate, 0.0f, cast<float>(size - 1)), 0.0f);
+    const Type type = coordinate.type();  // float32, or float64 for float64 storage
+    Expr safe = select(counts, clamp(coordinate, cast(type, 0), cast(type, size - 1)), cast(type, 0));
     Expr rounded = select(nearest, round(safe), floor(safe));  // Halide's round: ties to even
     return {clamp(cast<int32_t>(rounded), 0, size - 1), counts};
 }

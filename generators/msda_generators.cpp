@@ -35,13 +35,14 @@ void allow_any_strides(Param &param, int dimensions) {
     for (int d = 0; d < dimensions; d++) param.dim(d).set_stride(Expr());
 }
 
-// A stored tensor as the pipelines read it: float32, whatever it is stored
-// as (an inline Func: each element is widened where it is loaded).
-Func widened(const Func &stored, const std::string &name) {
-    Func f(name + "_f32");
+// A stored tensor as the pipelines read it: in the compute type (float32,
+// or float64 for float64 storage), whatever it is stored as (an inline
+// Func: each element is widened where it is loaded).
+Func widened(const Func &stored, const Type &compute, const std::string &name) {
+    Func f(name + (compute == Float(64) ? "_f64" : "_f32"));
     std::vector<Var> args = stored.args();
     std::vector<Expr> at(args.begin(), args.end());
-    f(args) = cast<float>(stored(at));
+    f(args) = cast(compute, stored(at));
     return f;
 }
 
@@ -103,9 +104,10 @@ public:
     GeneratorParam<int> points{"points", 0};
     // Storage types: value, attention_weights, output, grad_output and their
     // gradients share `storage`; sampling_locations and its gradient have
-    // `locations` (float32, or the storage type). Arithmetic is float32
-    // whatever they are: inputs are widened as they are read, results
-    // rounded once as they are written.
+    // `locations` (float32, or the storage type; float64 storage has float64
+    // locations). Arithmetic is float64 for float64 storage and float32 for
+    // the rest (compute_type_for): inputs are widened as they are read,
+    // results rounded once as they are written.
     GeneratorParam<Type> storage{"storage", Float(32)};
     GeneratorParam<Type> locations{"locations", Float(32)};
     // msda, or gka (nearest-pixel samples at absolute pixel coordinates).
@@ -123,6 +125,9 @@ public:
 
 protected:
     void configure_inputs() {
+        if (Type(storage) == Float(64) && Type(locations) != Float(64)) {
+            throw std::invalid_argument("msda generators: float64 storage has float64 locations");
+        }
         value.set_type(storage);
         attention_weights.set_type(storage);
         locations_x.set_type(locations);
@@ -162,12 +167,13 @@ protected:
         attention_weights.set_estimates(per_sample);
 
         MsdaInputs in;
-        in.value = widened(value, "value");
+        in.compute = compute_type();
+        in.value = widened(value, in.compute, "value");
         in.spatial_shapes = spatial_shapes;
         in.level_start_index = level_start_index;
-        in.locations_x = widened(locations_x, "locations_x");
-        in.locations_y = widened(locations_y, "locations_y");
-        in.attention_weights = widened(attention_weights, "attention_weights");
+        in.locations_x = widened(locations_x, in.compute, "locations_x");
+        in.locations_y = widened(locations_y, in.compute, "locations_y");
+        in.attention_weights = widened(attention_weights, in.compute, "attention_weights");
         in.rows = value.dim(2).extent();
         in.points = points > 0 ? Expr((int)points) : attention_weights.dim(0).extent();
         in.levels = levels > 0 ? Expr((int)levels) : attention_weights.dim(1).extent();
@@ -183,6 +189,8 @@ protected:
         in.locations_storage = locations;
         return in;
     }
+
+    Type compute_type() const { return compute_type_for(storage); }
 
     // Whether a compile-time N_l and N_p also fixes the (l, p) strides of
     // the per-sample tensors: the target's schedule family says.
@@ -241,9 +249,9 @@ public:
 
     Input<Buffer<void, 4>> grad_output{"grad_output"};  // (c, h, q, b), c dense
 
-    // grad_value is summed in float32: when it is stored in half precision,
-    // the sums go to a float32 output first (the plan's workspace), then
-    // grad_value holds them rounded once.
+    // grad_value is summed in the compute type: when it is stored in half
+    // precision, the sums go to a float32 output first (the plan's
+    // workspace), then grad_value holds them rounded once.
     void configure() {
         configure_inputs();
         grad_output.set_type(storage);
@@ -258,7 +266,7 @@ public:
             throw std::invalid_argument("msda_backward: GKA has gradients for value and attention_weights only");
         }
         if (part == BackwardPart::value) {
-            if (Type(storage) != Float(32)) {
+            if (Type(storage) != compute_type()) {
                 grad_value_sums = add_output<Buffer<void, 4>>("grad_value_sums", Float(32));
             }
             grad_value_output = add_output<Buffer<void, 4>>("grad_value", storage);
@@ -274,9 +282,9 @@ public:
         MsdaInputs in = declare_inputs();
         if (channels > 0) grad_output.dim(0).set_bounds(0, (int)channels);
         grad_output.set_estimates(estimated(Estimated::query_shaped, specialization()));
-        Func grad_output_f32 = widened(grad_output, "grad_output");
+        Func grad_output_wide = widened(grad_output, compute_type(), "grad_output");
         if (part == BackwardPart::value) {
-            value_pipeline = build_grad_value(in, grad_output_f32, sum);
+            value_pipeline = build_grad_value(in, grad_output_wide, sum);
             if (grad_value_sums) {
                 declare_value_shaped(*grad_value_sums, value_pipeline.grad_value);
                 declare_value_shaped(*grad_value_output, value_pipeline.stored);
@@ -288,7 +296,7 @@ public:
                                     : part == BackwardPart::attention_weights
                                         ? SampleGradients::attention_weights
                                         : SampleGradients::sampling_locations;
-            sample_pipeline = build_grad_sample(in, grad_output_f32, which);
+            sample_pipeline = build_grad_sample(in, grad_output_wide, which);
             Output<Func> &out = *grads_output;
             out = sample_pipeline.grads;
             const std::vector<OutputImageParam> planes = Func(out).output_buffers();

@@ -26,7 +26,12 @@ std::int64_t Problem::level_start(std::size_t level) const {
     return start;
 }
 
-double pixel_coordinate(double normalized, std::int64_t size, bool align_corners) {
+double pixel_coordinate(double normalized, std::int64_t size, bool align_corners, bool float64) {
+    if (float64) {
+        // As float64 storage computes it: one double multiply, one subtract.
+        return align_corners ? normalized * static_cast<double>(size - 1)
+                             : normalized * static_cast<double>(size) - 0.5;
+    }
     // Rounded through float32 exactly as the generated code computes it, so
     // that both agree on which pixel cell a location falls in (this file is
     // compiled with -ffp-contract=off, so the multiply and subtract stay two
@@ -47,10 +52,10 @@ struct AxisSample {
     double gradient_scale = 0.0;  // d(pixel coordinate)/d(normalized), 0 where clamped
 };
 
-AxisSample sample_axis(double normalized, std::int64_t size, bool align_corners, bool border) {
+AxisSample sample_axis(double normalized, std::int64_t size, bool align_corners, bool border, bool float64) {
     AxisSample axis;
     if (!std::isfinite(normalized) || size < 1) return axis;
-    const double coordinate = pixel_coordinate(normalized, size, align_corners);
+    const double coordinate = pixel_coordinate(normalized, size, align_corners, float64);
     const double last = static_cast<double>(size - 1);
     const double chain_rule_scale = align_corners ? last : static_cast<double>(size);
 
@@ -90,8 +95,8 @@ struct BilinearSample {
 BilinearSample locate(const Problem &problem, std::size_t level, double u, double v) {
     const Level &shape = problem.levels[level];
     BilinearSample sample;
-    sample.x = sample_axis(u, shape.width, problem.align_corners, problem.border);
-    sample.y = sample_axis(v, shape.height, problem.align_corners, problem.border);
+    sample.x = sample_axis(u, shape.width, problem.align_corners, problem.border, problem.float64);
+    sample.y = sample_axis(v, shape.height, problem.align_corners, problem.border, problem.float64);
     // A non-finite u silences the sample even when v is fine, and vice versa.
     sample.counts = sample.x.counts && sample.y.counts;
     if (!sample.counts) return sample;

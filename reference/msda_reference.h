@@ -27,6 +27,9 @@ struct Problem {
     std::vector<double> attention_weights;
     bool align_corners = false;
     bool border = false;  // padding_mode = border (else zeros)
+    // The pixel transform in double, as float64 storage computes it (else
+    // rounded through float32: pixel_coordinate).
+    bool float64 = false;
 
     std::int64_t value_length() const;  // L = sum of H_l * W_l
     std::int64_t level_start(std::size_t level) const;
@@ -43,9 +46,10 @@ struct Gradients {
 Gradients backward(const Problem &problem, const std::vector<double> &grad_output);
 
 // The pixel coordinate of a normalised location, rounded as the generated code
-// rounds it: one float32 multiply and one float32 subtract (never fused).
+// rounds it: one float32 multiply and one float32 subtract (never fused), or,
+// for float64 storage (float64), one double multiply and subtract.
 // Everything after this step is double.
-double pixel_coordinate(double normalized, std::int64_t size, bool align_corners);
+double pixel_coordinate(double normalized, std::int64_t size, bool align_corners, bool float64 = false);
 
 // How far a result is from the reference, as SPEC.md measures it: max
 // |actual - expected| / max |expected| (the plain max |actual - expected|

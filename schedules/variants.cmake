@@ -13,9 +13,10 @@
 #              grad_sampling_locations | relayout (a value-shaped copy between
 #              layouts)
 #   dtype      the storage of value, attention_weights, output, grad_output
-#              and their gradients: f32, f16 or bf16
+#              and their gradients: f32, f16, bf16 or f64 (computed in
+#              float64; the cpu family only)
 #   loc        the storage of sampling_locations and its gradient: f32, or
-#              the dtype
+#              the dtype (f64 for f64)
 #   C_h        a compile-time channel count per head, 0 for any
 #   N_l, N_p   a compile-time number of levels and points (both or neither,
 #              0: any): the CPU family then walks the samples query by query
@@ -149,6 +150,18 @@ msda_variant(msdak_gka_grad_attention_weights_bf16_locf32_c0  gka  grad_attentio
 msda_variant(msdak_gka_forward_bf16_locbf16_c0                gka  forward                 bf16  bf16 0   0   0   cpu    default full)
 msda_variant(msdak_gka_grad_value_bf16_locbf16_c0             gka  grad_value              bf16  bf16 0   0   0   cpu    default full)
 msda_variant(msdak_gka_grad_attention_weights_bf16_locbf16_c0 gka  grad_attention_weights  bf16  bf16 0   0   0   cpu    default full)
+# float64 storage, computed in float64 (the test recipes of Deformable DETR,
+# mmcv and detrex check the operator in double): MSDA and GKA, generic C_h,
+# walked by level. float64 locations only: a float32 location would be
+# rounded before the arithmetic that float64 is asked for.
+msda_variant(msdak_forward_f64_c0                             msda forward                 f64   f64  0   0   0   cpu    default full)
+msda_variant(msdak_grad_value_f64_c0                          msda grad_value              f64   f64  0   0   0   cpu    default full)
+msda_variant(msdak_grad_sample_f64_c0                         msda grad_sample             f64   f64  0   0   0   cpu    default full)
+msda_variant(msdak_grad_attention_weights_f64_c0              msda grad_attention_weights  f64   f64  0   0   0   cpu    default full)
+msda_variant(msdak_grad_sampling_locations_f64_c0             msda grad_sampling_locations f64   f64  0   0   0   cpu    default full)
+msda_variant(msdak_gka_forward_f64_c0                         gka  forward                 f64   f64  0   0   0   cpu    default full)
+msda_variant(msdak_gka_grad_value_f64_c0                      gka  grad_value              f64   f64  0   0   0   cpu    default full)
+msda_variant(msdak_gka_grad_attention_weights_f64_c0          gka  grad_attention_weights  f64   f64  0   0   0   cpu    default full)
 # The GPU family's libraries, OpenCL and CUDA: MSDA and GKA in float32
 # storage, any C_h, the samples walked by level (the GPU family has one walk
 # and no relayout). grad_value, deterministic: summed in fixed point with
@@ -192,3 +205,4 @@ msda_variant(msdak_gka_grad_attention_weights_cuda            gka  grad_attentio
 msda_variant(msdak_relayout_f32                               msda relayout                f32   f32  0   0   0   cpu    default concurrency)
 msda_variant(msdak_relayout_f16                               msda relayout                f16   f16  0   0   0   cpu    default concurrency)
 msda_variant(msdak_relayout_bf16                              msda relayout                bf16  bf16 0   0   0   cpu    default concurrency)
+msda_variant(msdak_relayout_f64                               msda relayout                f64   f64  0   0   0   cpu    default full)

@@ -446,11 +446,11 @@ TEST(TorchOperator, ErrorsAreTorchErrorsCarryingMsdasMessage) {
                                           value_layout);
     };
     expect_error<c10::TypeError>([&] { call(inputs.value.to(torch::kFloat64), inputs.sampling_locations, inputs.attention_weights); },
-                                 "value is Double; msda stores float32, float16 or bfloat16");
+                                 "msda: attention_weights: expected dtype");
     expect_error<c10::TypeError>([&] { call(inputs.value.to(torch::kInt32), inputs.sampling_locations, inputs.attention_weights); },
                                  "value is Int");
     expect_error<c10::TypeError>([&] { call(inputs.value, inputs.sampling_locations.to(torch::kFloat64), inputs.attention_weights); },
-                                 "sampling_locations is Double");
+                                 "msda: sampling_locations: expected dtype float32 or the dtype of value (float32), got float64");
     expect_error<c10::ValueError>([&] { call(inputs.value, inputs.sampling_locations, inputs.attention_weights, "NLBC"); },
                                   "value_layout must be \"BLNC\" or \"BNLC\", got \"NLBC\"");
     expect_error<c10::ValueError>([&] { call(inputs.value, inputs.sampling_locations, inputs.attention_weights.narrow(1, 0, 2)); },

@@ -386,7 +386,7 @@ TEST_P(Validation, WrongDtype) {
         msda::DType dtype;
     };
     const Case cases[] = {
-        {"value", msda::DType::f64},
+        {"value", msda::DType::i64},
         {"value", msda::DType::i32},
         {"attention_weights", msda::DType::f64},
         {"attention_weights", msda::DType::i32},

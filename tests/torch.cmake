@@ -30,6 +30,14 @@ if (MSDA_TORCH_PYTHON)
         WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/python)
     set_tests_properties(torch_python PROPERTIES LABELS torch TIMEOUT 300
         ENVIRONMENT "PYTHONPATH=${CMAKE_BINARY_DIR}/python;MSDA_TORCH_LIBRARY=${_msda_python_sanitizer}")
+    # The peers' gradcheck recipe in double at C_h 1025, 2048 and 3096
+    # (minutes: labels slow and gradcheck_wide, ./dev test --all --label
+    # gradcheck_wide); the default run checks C_h 1 to 71.
+    add_test(NAME torch_python_gradcheck_wide COMMAND ${MSDA_TORCH_PYTHON} -m unittest -v
+        test_msda_torch.DoublePrecision.test_gradcheck_at_its_defaults_wide
+        WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/python)
+    set_tests_properties(torch_python_gradcheck_wide PROPERTIES LABELS "torch;slow;gradcheck_wide" TIMEOUT 1800
+        ENVIRONMENT "PYTHONPATH=${CMAKE_BINARY_DIR}/python;MSDA_GRADCHECK_WIDE=1;MSDA_TORCH_LIBRARY=${_msda_python_sanitizer}")
     # CUDA tensors: SKIPPED where torch has no CUDA device (Debian's torch
     # has none; bench/device_check.sh runs it with PyPI's on a GPU).
     add_test(NAME torch_python_cuda COMMAND ${MSDA_TORCH_PYTHON} -m unittest -v test_msda_torch_cuda

@@ -26,9 +26,12 @@ struct Storage {
     msda::DType dtype = msda::DType::f32;  // value, attention_weights, grad_output and the results
     // --locations-dtype same: sampling_locations and its gradient in `dtype`
     // too; otherwise float32 (the recommended pairing with half storage).
+    // float64 storage always has float64 locations.
     bool locations_in_dtype = false;
 
-    msda::DType locations_dtype() const { return locations_in_dtype ? dtype : msda::DType::f32; }
+    msda::DType locations_dtype() const {
+        return locations_in_dtype || dtype == msda::DType::f64 ? dtype : msda::DType::f32;
+    }
 };
 
 struct ForwardCommand {

@@ -63,6 +63,13 @@ void check_in_range(const std::string &name, const std::string &path, std::size_
                      "), the dtype msda stores " + name + " in");
 }
 
+// Exact: every float32 is a float64.
+npy::Array to_float64(const npy::Array &floats) {
+    npy::Array doubles(npy::DType::float64, floats.shape());
+    std::ranges::copy(floats.elements<float>(), doubles.elements<double>().begin());
+    return doubles;
+}
+
 npy::Array to_float32(const std::string &name, const std::string &path, const npy::Array &doubles) {
     npy::Array floats(npy::DType::float32, doubles.shape());
     std::span<const double> from = doubles.elements<double>();
@@ -145,6 +152,8 @@ TensorFile read_float_tensor(const std::string &name, const std::string &path, c
     TensorFile tensor{name, path, array.shape(), storage, {}, {}};
     if (is_half(storage))
         tensor.halves = to_halves(name, path, array, storage);  // the file's elements are not kept
+    else if (storage == msda::DType::f64)
+        tensor.array = array.dtype() == npy::DType::float32 ? to_float64(array) : std::move(array);
     else
         tensor.array = array.dtype() == npy::DType::float64 ? to_float32(name, path, array) : std::move(array);
     return tensor;
@@ -161,6 +170,7 @@ TensorFile read_index_tensor(const std::string &name, const std::string &path, c
 
 TensorFile make_result(const std::string &name, const std::string &path, std::vector<std::int64_t> shape,
                        msda::DType storage) {
+    if (storage == msda::DType::f64) return {name, path, shape, storage, npy::Array(npy::DType::float64, shape), {}};
     if (!is_half(storage)) return {name, path, shape, storage, npy::Array(npy::DType::float32, shape), {}};
     // A result has the shape of an input held in memory, or one the API has
     // checked (the output), so its element count does not overflow.

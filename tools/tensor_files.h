@@ -1,8 +1,8 @@
 // Operator tensors read from and written to .npy files, held in the form the
 // msda API takes them: float tensors in the storage dtype of the call
-// (float32, float16 or bfloat16), index tensors as int32 or int64, C order.
-// Files are float32 or float64 whatever the storage dtype; results are
-// written as float32.
+// (float32, float16, bfloat16 or float64), index tensors as int32 or int64,
+// C order. Files are float32 or float64 whatever the storage dtype; results
+// are written as float32, or float64 for float64 storage.
 #pragma once
 
 #include <msda/msda.hpp>
@@ -38,9 +38,9 @@ struct Expected {
     std::string shape;
 };
 
-// A float tensor in `storage` (f32, f16 or bf16): a float32 or float64 file,
-// rounded once to nearest even (a float64 file straight to the storage
-// dtype, not through float32). Integer files are rejected, and so is a
+// A float tensor in `storage` (f32, f16, bf16 or f64): a float32 or float64
+// file, rounded once to nearest even (a float64 file straight to the storage
+// dtype, not through float32; a float32 file to f64 exactly). Integer files are rejected, and so is a
 // finite element beyond the storage dtype's range (it would become
 // infinite).
 TensorFile read_float_tensor(const std::string &name, const std::string &path, const Expected &expected,
@@ -50,7 +50,7 @@ TensorFile read_float_tensor(const std::string &name, const std::string &path, c
 // as stored. Float files are rejected.
 TensorFile read_index_tensor(const std::string &name, const std::string &path, const Expected &expected);
 
-// A zero-filled result of the given shape in `storage` (f32, f16 or bf16),
+// A zero-filled result of the given shape in `storage` (f32, f16, bf16 or f64),
 // to be written to `path`.
 TensorFile make_result(const std::string &name, const std::string &path, std::vector<std::int64_t> shape,
                        msda::DType storage = msda::DType::f32);

@@ -63,8 +63,9 @@ def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Ten
     sampling_locations (B, N_q, N_h, N_l, N_p, 2) ("BQHLP2") or
     (B, 2, N_q, N_h, N_l, N_p) ("B2QHLP"), normalized to [0, 1];
     attention_weights (B, N_q, N_h, N_l, N_p). Returns (B, N_q, N_h * C_h).
-    float32, float16 or bfloat16 storage; sampling_locations may be float32
-    with half storage. target "cpu" (msda's CPU code), "opencl" or "cuda"
+    float32, float16, bfloat16 or float64 storage (float64 computes in
+    float64); sampling_locations may be float32 with half storage, and are
+    float64 with float64. target "cpu" (msda's CPU code), "opencl" or "cuda"
     (its OpenCL or CUDA code: the CPU tensors are copied to the device and
     the result back; float32 only). The backward runs on the same target.
     """

@@ -65,6 +65,7 @@ inline halide_type_t halide_type(DType dtype) {
     switch (dtype) {
     case DType::f16: return {halide_type_float, 16, 1};
     case DType::bf16: return {halide_type_bfloat, 16, 1};
+    case DType::f64: return {halide_type_float, 64, 1};
     default: return kFloat32;
     }
 }

@@ -23,6 +23,11 @@ void collect_error(void *user_context, const char *message) {
     if (user_context != nullptr) static_cast<CallContext *>(user_context)->message += message;
 }
 
+// grad_value is summed in its own storage type for float32 and float64
+// (which compute in it), in float32 for half precision.
+bool summed_in_storage(DType dtype) { return dtype == DType::f32 || dtype == DType::f64; }
+halide_type_t sum_type(DType dtype) { return summed_in_storage(dtype) ? halide_type(dtype) : kFloat32; }
+
 }  // namespace
 
 void install_error_handler() {
@@ -41,7 +46,9 @@ Workspace workspace_layout(const ProblemSize &size, const Options &options, Targ
     const bool staged = stages_value(size, options, family, policy);
     constexpr std::size_t kAlignment = Workspace::kAlignment;
     if (staged) workspace.value_copy = (elements * dtype_size(size.dtype) + kAlignment - 1) / kAlignment * kAlignment;
-    if (options.grad_value && (size.dtype != DType::f32 || staged)) workspace.sums = elements * sizeof(float);
+    if (options.grad_value && (!summed_in_storage(size.dtype) || staged)) {
+        workspace.sums = elements * (sum_type(size.dtype).bits / 8);
+    }
     return workspace;
 }
 
@@ -304,16 +311,17 @@ void backward_in_order(const Prepared &prepared, const BackwardArgs &args, const
         HalideBuffer grad_value = value_buffer(args.grad_value, options.value_layout);
         void *sums_memory = static_cast<char *>(workspace) + layout.sums_offset();
         if (layout.value_copy > 0 && !is_head_major(grad_value)) {
-            // Summed head-major in float32, then copied (float32) or rounded
-            // once (half precision) into grad_value.
-            HalideBuffer sums = workspace_value_buffer(sums_memory, kFloat32, size, true);
-            if (size.dtype == DType::f32) {
+            // Summed head-major (float32 for half precision), then copied
+            // (float32, float64) or rounded once (half precision) into
+            // grad_value.
+            HalideBuffer sums = workspace_value_buffer(sums_memory, sum_type(size.dtype), size, true);
+            if (summed_in_storage(size.dtype)) {
                 call(scatter, in, grad_output, sums);
-                call_relayout(kernels.relayout, DType::f32, sums, grad_value);
+                call_relayout(kernels.relayout, size.dtype, sums, grad_value);
             } else {
                 call(scatter, in, grad_output, sums, grad_value);
             }
-        } else if (size.dtype == DType::f32) {
+        } else if (summed_in_storage(size.dtype)) {
             call(scatter, in, grad_output, grad_value);
         } else {
             // Half storage: the sums in float32 in the workspace, (c, h, row,

@@ -146,7 +146,7 @@ const Variant &select_variant(Kind kind, const ProblemSize &size, Operator op, T
     if (is_gpu(family)) {
         throw TypeError("msda: the " + device + " code computes float32 storage and float32 locations only; this call has " +
                     dtype_name(size.dtype) + " storage and " + dtype_name(size.locations_dtype) +
-                    " locations (use Device::cpu for half precision)");
+                     " locations (use Device::cpu for half precision and float64)");
     }
     throw TypeError(std::string("msda: this build has no generated code for ") + (op == Operator::gka ? "GKA " : "") +
                 kind_name(kind) + " with " + dtype_name(size.dtype) + " storage and " +
@@ -156,15 +156,15 @@ const Variant &select_variant(Kind kind, const ProblemSize &size, Operator op, T
 const Variant *find_relayout(DType dtype) {
     // Looked up once for the process: every CPU plan asks for its dtype's.
     static const auto copies = [] {
-        std::array<const Variant *, 3> found{};  // f32, f16, bf16
+        std::array<const Variant *, 4> found{};  // f32, f16, bf16, f64
         for (const Variant &variant : kVariants) {
             const int storage = static_cast<int>(variant.dtype);
-            if (variant.kind == Kind::relayout && storage >= 0 && storage < 3) found[storage] = &variant;
+            if (variant.kind == Kind::relayout && storage >= 0 && storage < 4) found[storage] = &variant;
         }
         return found;
     }();
     const int storage = static_cast<int>(dtype);
-    return storage >= 0 && storage < 3 ? copies[storage] : nullptr;
+    return storage >= 0 && storage < 4 ? copies[storage] : nullptr;
 }
 
 Kernels select_kernels(const ProblemSize &size, const Options &options, TargetFamily family) {

@@ -85,13 +85,25 @@ void check_dtype(const TensorView &t, const char *name, DType expected, const ch
 }
 
 bool is_storage_dtype(DType dtype) {
-    return dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16;
+    return dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16 || dtype == DType::f64;
 }
 
 void check_storage_dtype(const TensorView &t, const char *name) {
     if (!is_storage_dtype(t.dtype)) {
-        fail_dtype(name, std::string("expected dtype float32, float16 or bfloat16, got ") + dtype_name(t.dtype));
+        fail_dtype(name, std::string("expected dtype float32, float16, bfloat16 or float64, got ") +
+                             dtype_name(t.dtype));
     }
+}
+
+// The locations' dtype that goes with a storage dtype: float32 or the
+// storage dtype, and float64 with float64 (a float32 location would be
+// rounded before the float64 arithmetic). What is wrong with a pair, or "".
+std::string locations_mismatch(DType storage, DType locations) {
+    if (storage == DType::f64 && locations != DType::f64) return "expected dtype float64 (the dtype of value)";
+    if (locations != DType::f32 && locations != storage) {
+        return std::string("expected dtype float32 or the dtype of value (") + dtype_name(storage) + ")";
+    }
+    return "";
 }
 
 void check_dims(const TensorView &t, const char *name, const char *const *dim_names,
@@ -513,10 +525,8 @@ ProblemSize check_inputs(const TensorView &value, const TensorView &spatial_shap
                                      {0, nullptr}};
     check_dims(attention_weights, "attention_weights", kWeightDims, weight_dims);
 
-    if (sampling_locations.dtype != DType::f32 && sampling_locations.dtype != value.dtype) {
-        fail_dtype("sampling_locations", std::string("expected dtype float32 or the dtype of value (") +
-                                       dtype_name(value.dtype) + "), got " +
-                                       dtype_name(sampling_locations.dtype));
+    if (const std::string wrong = locations_mismatch(value.dtype, sampling_locations.dtype); !wrong.empty()) {
+        fail_dtype("sampling_locations", wrong + ", got " + dtype_name(sampling_locations.dtype));
     }
     check_addressable(sampling_locations, "sampling_locations");
     const Expected xy = {2, "the (x, y) pair"};
@@ -752,12 +762,12 @@ void check_plan(const ProblemSize &size, const Options &options) {
     }
     if (!is_storage_dtype(size.dtype)) {
         fail_dtype("plan", std::string("dtype ") + dtype_name(size.dtype) +
-                         " is not a storage dtype: expected float32, float16 or bfloat16");
+                         " is not a storage dtype: expected float32, float16, bfloat16 or float64");
     }
-    if (size.locations_dtype != DType::f32 && size.locations_dtype != size.dtype) {
+    if (!locations_mismatch(size.dtype, size.locations_dtype).empty()) {
         fail_dtype("plan", std::string("locations_dtype ") + dtype_name(size.locations_dtype) +
-                         " does not go with dtype " + dtype_name(size.dtype) +
-                         ": expected float32 or the storage dtype");
+                         " does not go with dtype " + dtype_name(size.dtype) + ": expected " +
+                         (size.dtype == DType::f64 ? "float64" : "float32 or the storage dtype"));
     }
     check_options(options);
 }

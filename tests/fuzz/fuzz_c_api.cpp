@@ -222,6 +222,11 @@ double load(const Tensor &t, std::int64_t offset) {
     switch (t.view.dtype) {
     case MSDA_F16: std::memcpy(&h, at, 2); return msda::f16_to_float(h);
     case MSDA_BF16: std::memcpy(&h, at, 2); return msda::bf16_to_float(h);
+    case MSDA_F64: {
+        double d;
+        std::memcpy(&d, at, 8);
+        return d;
+    }
     default: std::memcpy(&f, at, 4); return f;
     }
 }
@@ -272,7 +277,10 @@ void fill(const Tensor &t, Input &in, Role role, std::vector<double> &values) {
 }
 
 double largest_finite(msda_dtype dtype) {
-    return dtype == MSDA_F16 ? 65504.0 : dtype == MSDA_BF16 ? 3.3895313892515355e38 : 3.4028234663852886e38;
+    return dtype == MSDA_F16    ? 65504.0
+           : dtype == MSDA_BF16 ? 3.3895313892515355e38
+           : dtype == MSDA_F64  ? std::numeric_limits<double>::max()
+                                : 3.4028234663852886e38;
 }
 
 // Results within tolerance of the reference (SPEC.md's precision): NaN
@@ -449,11 +457,14 @@ std::vector<double> location_gradient_magnitude(const Call &c, const msda::refer
     return out;
 }
 
-double tolerance_of(msda_dtype dtype) { return dtype == MSDA_F16 ? 5e-3 : dtype == MSDA_BF16 ? 2e-2 : 1e-5; }
+// float64 computes in float64: far tighter than float32's 1e-5.
+double tolerance_of(msda_dtype dtype) {
+    return dtype == MSDA_F16 ? 5e-3 : dtype == MSDA_BF16 ? 2e-2 : dtype == MSDA_F64 ? 1e-9 : 1e-5;
+}
 
 msda_dtype storage_dtype(Input &in) {
     switch (in.pick(16)) {
-    case 0: return MSDA_F64;  // refused
+    case 0: return MSDA_F64;  // with float64 locations only
     case 1: return MSDA_I32;  // refused
     case 2:
     case 3:
@@ -717,15 +728,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
     // disagrees with itself or value, a dtype or option msda does not take.
     const bool inconsistent =
         value_given != value_shape || locations_given != location_shape || weights_given != sample_shape ||
-        table_broken || table_dtype == MSDA_F32 || storage == MSDA_F64 || storage == MSDA_I32 || bad_padding ||
-        bad_layout;
+        table_broken || table_dtype == MSDA_F32 || storage == MSDA_I32 ||
+        (storage == MSDA_F64 && locations_dtype != MSDA_F64) || bad_padding || bad_layout;
     if (inconsistent) {
         const std::string why = std::string(value_given != value_shape ? " value's shape" : "") +
                                 (locations_given != location_shape ? " sampling_locations' shape" : "") +
                                 (weights_given != sample_shape ? " attention_weights' shape" : "") +
                                 (table_broken ? " the level table" : "") +
                                 (table_dtype == MSDA_F32 ? " the level tables' dtype" : "") +
-                                (storage == MSDA_F64 || storage == MSDA_I32 ? " the storage dtype" : "") +
+                                (storage == MSDA_I32 ? " the storage dtype" : "") +
+                                (storage == MSDA_F64 && locations_dtype != MSDA_F64 ? " float32 locations with float64"
+                                                                                     : "") +
                                 (bad_padding || bad_layout ? " an option's code" : "");
         if (!forward_refused) bug("a forward with inconsistent inputs ran:" + why);
         if (asked && !backward_refused) bug("a backward with inconsistent inputs ran:" + why);
@@ -744,6 +757,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
     p.attention_weights = c.weight_data;
     p.align_corners = o.align_corners;
     p.border = o.padding_mode == MSDA_PADDING_BORDER;
+    p.float64 = storage == MSDA_F64;  // the pixel transform in double
     const auto rounding = o.rounding == MSDA_ROUNDING_NEAREST ? msda::reference::GkaRounding::nearest
                                                               : msda::reference::GkaRounding::floor;
     const double tolerance = tolerance_of(storage);

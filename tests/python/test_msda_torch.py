@@ -197,8 +197,8 @@ class MultiScaleDeformableAttention(Comparisons):
 
     def test_errors(self):
         value, spatial_shapes, level_start_index, locations, weights, _ = make_inputs(8)
-        with self.assertRaisesRegex(TypeError, "value is Double; msda stores float32, float16 or bfloat16"):
-            msda_torch.ms_deform_attn(value.double(), spatial_shapes, level_start_index, locations, weights)
+        with self.assertRaisesRegex(TypeError, "value is Int; msda stores float32, float16, bfloat16 or float64"):
+            msda_torch.ms_deform_attn(value.int(), spatial_shapes, level_start_index, locations, weights)
         with self.assertRaisesRegex(TypeError, "attention_weights is Long"):
             msda_torch.ms_deform_attn(value, spatial_shapes, level_start_index, locations, weights.long())
         with self.assertRaisesRegex(ValueError, 'padding_mode must be "zeros" or "border", got "reflect"'):
@@ -384,6 +384,125 @@ class DropIn(Comparisons):
     def test_the_library_is_the_one_torch_loaded(self):
         self.assertTrue(msda_torch.LIBRARY.endswith("libmsda_torch.so"))
         self.assertIn(os.path.realpath(msda_torch.LIBRARY), torch.ops.loaded_libraries)
+
+
+def double_inputs(seed, levels, batch, queries, heads, channels, points, value_scale=1.0):
+    """Inputs in float64 drawn in float64 (no float32 holds them): value,
+    spatial_shapes, level_start_index, locations in [0, 1), attention
+    weights normalised over each head's levels and points (with 1e-5 added,
+    as the peers' gradcheck recipes draw them), grad_output."""
+    generator = torch.Generator().manual_seed(seed)
+    spatial_shapes = torch.tensor(levels, dtype=torch.int64)
+    level_start_index = torch.cat([torch.zeros(1, dtype=torch.int64),
+                                   (spatial_shapes[:, 0] * spatial_shapes[:, 1]).cumsum(0)[:-1]])
+    length = sum(h * w for h, w in levels)
+    rand = lambda *shape: torch.rand(*shape, generator=generator, dtype=torch.float64)
+    value = rand(batch, length, heads, channels) * value_scale
+    locations = rand(batch, queries, heads, len(levels), points, 2)
+    weights = rand(batch, queries, heads, len(levels), points) + 1e-5
+    weights = weights / weights.sum(-1, keepdim=True).sum(-2, keepdim=True)
+    grad_output = rand(batch, queries, heads * channels) * 2 - 1
+    return value, spatial_shapes, level_start_index, locations, weights, grad_output
+
+
+class DoublePrecision(Comparisons):
+    """float64 tensors compute in float64, as the peers' CUDA kernels do with
+    double: the recipes of Deformable DETR, mmcv and detrex (a forward
+    against grid_sample in float64, torch.autograd.gradcheck at its
+    defaults)."""
+
+    def test_forward_and_gradients_match_the_float64_grid_sample_path(self):
+        for align_corners, padding_mode in ((False, "zeros"), (True, "zeros"), (False, "border")):
+            with self.subTest(align_corners=align_corners, padding_mode=padding_mode):
+                inputs = double_inputs(20, LEVELS, BATCH, QUERIES, HEADS, CHANNELS, POINTS)
+                locations = inputs[3] * 1.3 - 0.15
+                inputs = inputs[:3] + (locations,) + inputs[4:]
+                expected = msda_reference(inputs[0], inputs[1], inputs[3], inputs[4], inputs[5],
+                                          align_corners, padding_mode)
+                actual = self.run_msda(inputs, align_corners=align_corners, padding_mode=padding_mode)
+                for a, e, what in zip(actual, expected, ("output", "grad_value", "grad_sampling_locations",
+                                                         "grad_attention_weights")):
+                    self.assertEqual(a.dtype, torch.float64, what)
+                    self.assert_close(a, e, 1e-9, what)
+
+    def test_gka_matches_the_float64_gather(self):
+        value, spatial_shapes, level_start_index, locations, weights, grad_output = double_inputs(
+            21, LEVELS, BATCH, QUERIES, HEADS, CHANNELS, POINTS)
+        pixels = locations * torch.tensor([[w, h] for h, w in LEVELS], dtype=torch.float64).view(1, 1, 1, -1, 1, 2)
+        expected = gka_reference(value, spatial_shapes, pixels, weights, grad_output)
+        value, weights = leaf(value), leaf(weights)
+        output = msda_torch.geometric_kernel_attention(value, spatial_shapes, level_start_index, pixels, weights)
+        output.backward(grad_output)
+        self.assert_close(output, expected[0], 1e-9, "output")
+        self.assert_close(value.grad, expected[1], 1e-9, "grad_value")
+        self.assert_close(weights.grad, expected[3], 1e-9, "grad_attention_weights")
+
+    def gradcheck(self, channels):
+        """The recipe: B 1, N_h 2, N_q 2, N_l 2, N_p 2, levels (6, 4) and
+        (3, 2), value scaled by 0.01, through MSDeformAttnFunction.apply
+        (im2col_step 2), every input requiring a gradient."""
+        value, spatial_shapes, level_start_index, locations, weights, _ = double_inputs(
+            22 + channels, [(6, 4), (3, 2)], 1, 2, 2, channels, 2, value_scale=0.01)
+        leaves = [leaf(t) for t in (value, locations, weights)]
+        function = lambda v, l, w: msda_torch.MSDeformAttnFunction.apply(v, spatial_shapes, level_start_index,
+                                                                          l, w, 2)
+        self.assertTrue(torch.autograd.gradcheck(function, tuple(leaves)))
+
+    def test_gradcheck_at_its_defaults(self):
+        """C_h 1, 2 and the recipes' 30, 32, 64, 71 here; their 1025, 2048
+        and 3096 run in test_gradcheck_at_its_defaults_wide."""
+        for channels in (1, 2, 30, 32, 64, 71):
+            with self.subTest(channels=channels):
+                self.gradcheck(channels)
+
+    @unittest.skipUnless(os.environ.get("MSDA_GRADCHECK_WIDE") == "1",
+                         "C_h 1025, 2048, 3096 take minutes: ctest torch_python_gradcheck_wide (labels slow, "
+                         "gradcheck_wide) runs them with MSDA_GRADCHECK_WIDE=1")
+    def test_gradcheck_at_its_defaults_wide(self):
+        for channels in (1025, 2048, 3096):
+            with self.subTest(channels=channels):
+                self.gradcheck(channels)
+
+    def test_gradgradcheck_says_the_backward_is_not_differentiable(self):
+        value, spatial_shapes, level_start_index, locations, weights, _ = double_inputs(
+            23, [(6, 4), (3, 2)], 1, 2, 2, 3, 2)
+        function = lambda v, l, w: msda_torch.multi_scale_deformable_attn(v, spatial_shapes, level_start_index,
+                                                                          l, w)
+        with self.assertRaisesRegex(RuntimeError, "msda's backward is not differentiable"):
+            torch.autograd.gradgradcheck(function, tuple(leaf(t) for t in (value, locations, weights)))
+
+    def test_dtype_rules(self):
+        """ms_deform_attn takes float64 locations with float64 value; the
+        drop-ins convert them to value's dtype and give each gradient back
+        in its tensor's dtype."""
+        value, spatial_shapes, level_start_index, locations, weights, grad_output = double_inputs(
+            24, LEVELS, BATCH, QUERIES, HEADS, CHANNELS, POINTS)
+        with self.assertRaisesRegex(TypeError, r"sampling_locations: expected dtype (float64|Double) \(the dtype of "
+                                               r"value\), got (float32|Float)"):
+            msda_torch.ms_deform_attn(value, spatial_shapes, level_start_index, locations.float(), weights)
+        leaves = [leaf(value), leaf(locations.float()), leaf(weights.float())]
+        output = msda_torch.multi_scale_deformable_attn(leaves[0], spatial_shapes, level_start_index, leaves[1],
+                                                        leaves[2])
+        self.assertEqual(output.dtype, torch.float64)
+        output.backward(grad_output)
+        self.assertEqual([t.grad.dtype for t in leaves], [torch.float64, torch.float32, torch.float32])
+
+    def test_gpu_targets_refuse_float64(self):
+        value, spatial_shapes, level_start_index, locations, weights, _ = double_inputs(
+            25, LEVELS, 1, 2, HEADS, CHANNELS, POINTS)
+        refused = 0
+        for target in ("opencl", "cuda"):
+            try:
+                msda_torch.ms_deform_attn(value, spatial_shapes, level_start_index, locations, weights,
+                                          target=target)
+            except TypeError as error:
+                self.assertIn("use Device::cpu for half precision and float64", str(error))
+                refused += 1
+            except (RuntimeError, ValueError) as error:
+                # No code for the target in this build, or no device.
+                self.assertRegex(str(error), "has no|no (OpenCL|CUDA)|device")
+        if refused == 0:
+            self.skipTest("this build has neither OpenCL nor CUDA code")
 
 
 class ShapeOnly(unittest.TestCase):

@@ -63,10 +63,15 @@ void check_inputs(const char *op, const at::Tensor &value,
     TORCH_CHECK_TYPE(attention_weights.scalar_type() == value.scalar_type(), "msda: attention_weights: expected dtype ",
                      c10::toString(value.scalar_type()), " (the dtype of value), got ",
                      c10::toString(attention_weights.scalar_type()));
-    const bool f32_locations = sampling_locations.scalar_type() == at::kFloat;
+    // As the runtime's validation: float32 or value's dtype, and float64
+    // with float64.
+    const bool f64 = value.scalar_type() == at::kDouble;
+    const bool f32_locations = sampling_locations.scalar_type() == at::kFloat && !f64;
     TORCH_CHECK_TYPE(f32_locations || sampling_locations.scalar_type() == value.scalar_type(),
-                     "msda: sampling_locations: expected dtype float32 or the dtype of value (",
-                     c10::toString(value.scalar_type()), "), got ", c10::toString(sampling_locations.scalar_type()));
+                     "msda: sampling_locations: expected dtype ",
+                     f64 ? "Double (the dtype of value)"
+                         : std::string("float32 or the dtype of value (") + c10::toString(value.scalar_type()) + ")",
+                     ", got ", c10::toString(sampling_locations.scalar_type()));
 }
 
 // (B, N_q, N_h * C_h) in value's dtype.

@@ -123,10 +123,9 @@ msda::Options gka_options(const char *op, c10::string_view rounding, c10::string
 void check_storage_dtype(const at::Tensor &tensor, const char *op, const char *name) {
     TORCH_CHECK_VALUE(tensor.defined(), op, ": ", name, " is an undefined tensor");
     const at::ScalarType type = tensor.scalar_type();
-    TORCH_CHECK_TYPE(type == at::kFloat || type == at::kHalf || type == at::kBFloat16, op, ": ", name, " is ",
-                     dtype_text(type),
-                     "; msda stores float32, float16 or bfloat16 and computes in float32 (convert it, "
-                     "for example with .float())");
+    TORCH_CHECK_TYPE(type == at::kFloat || type == at::kHalf || type == at::kBFloat16 || type == at::kDouble, op,
+                     ": ", name, " is ", dtype_text(type),
+                     "; msda stores float32, float16, bfloat16 or float64 (convert it, for example with .float())");
 }
 
 at::Tensor with_dense_dim(const at::Tensor &tensor, int64_t dim) {
@@ -198,7 +197,7 @@ msda::TensorView tensor_view(const at::Tensor &tensor, const char *name) {
     case at::kLong: view.dtype = msda::DType::i64; break;
     default:
         TORCH_CHECK_TYPE(false, "msda: ", name, " is ", c10::toString(tensor.scalar_type()),
-                         "; msda's tensors are float32, float16 or bfloat16, and int32 or int64 for "
+                         "; msda's tensors are float32, float16, bfloat16 or float64, and int32 or int64 for "
                          "spatial_shapes and level_start_index");
     }
     // A conjugate or negative view would need its bit resolved first; torch

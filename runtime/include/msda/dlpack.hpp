@@ -14,8 +14,8 @@
 // none, the compact row-major ones. The DLManagedTensor stays owned by the
 // caller: call its deleter once msda is done with the view. What msda cannot
 // read is an msda::Error naming the tensor: memory of another device, a
-// dtype msda has no code for (float32, float16, bfloat16, float64 for a
-// clear error later, int32, int64), vector lanes, more than 6 dimensions, a
+// dtype msda has no code for (it takes float32, float16, bfloat16, float64,
+// int32 and int64), vector lanes, more than 6 dimensions, a
 // negative extent, or a first element not aligned to its size.
 #pragma once
 
@@ -70,8 +70,8 @@ inline DType dtype_of(const DLDataType &type, const char *name) {
                                                       : "unknown code ";
     refuse(name, std::string("has DLPack dtype ") + code +
                      (type.code <= kDLComplex ? "" : std::to_string(type.code)) + std::to_string(type.bits) +
-                     "; msda takes float32, float16 or bfloat16 (and int32 or int64 for spatial_shapes and "
-                     "level_start_index)");
+                     "; msda takes float32, float16, bfloat16 or float64 (and int32 or int64 for spatial_shapes "
+                     "and level_start_index)");
 }
 
 }  // namespace dlpack_detail

@@ -255,8 +255,8 @@ public:
     Plan(const ProblemSize &size, const Options &options = {});
 
     // Bytes of scratch memory a call needs (0 when none is needed): value
-    // staged head-major (Options::relayout) and grad_value's float32 sums
-    // (half precision, or staged), at any pointer alignment. The same
+    // staged head-major (Options::relayout) and grad_value's sums (float32
+    // for half precision; in the storage dtype when value is staged), at any pointer alignment. The same
     // workspace serves forward and backward.
     std::size_t workspace_size() const;
 

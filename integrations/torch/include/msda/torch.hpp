@@ -14,8 +14,8 @@
 // only). Debian's LibTorch has no OpenCL or CUDA device of its own, so the
 // tensors are CPU tensors either way.
 //
-// Tensors keep their own strides and dtypes (float32, float16, bfloat16
-// storage; int32 or int64 spatial_shapes and level_start_index): msda reads
+// Tensors keep their own strides and dtypes (float32, float16, bfloat16,
+// float64 storage, the last on CPU tensors; int32 or int64 spatial_shapes and level_start_index): msda reads
 // them in place, and copies only a value or grad_output whose channels are
 // not contiguous (msda needs stride 1 there). The operator runs on torch's
 // intra-op thread count (at::get_num_threads()). Every error is a c10::Error
