@@ -216,7 +216,8 @@ include(${PROJECT_SOURCE_DIR}/schedules/tuned.cmake)
 #   grad_value_atomic sums with sum=float32_atomic, and a GPU family's
 #   grad_value (deterministic) with sum=fixed_point, which on OpenCL needs
 #   64-bit integer atomics (the cl_atomics64 target feature; devices
-#   without them run grad_value_serial).
+#   without them run grad_value_serial); but f64's grad_value, the ordered
+#   sum everywhere. OpenCL's f64 rows need cl_khr_fp64 (cl_doubles).
 function(msda_variant NAME OP KIND DTYPE LOCATIONS CHANNELS LEVELS POINTS FAMILY CONFIG SET)
     set(row "msda_variant(${NAME})")
     if (ARGN)
@@ -241,8 +242,11 @@ function(msda_variant NAME OP KIND DTYPE LOCATIONS CHANNELS LEVELS POINTS FAMILY
     if (NOT LOCATIONS STREQUAL "f32" AND NOT LOCATIONS STREQUAL DTYPE)
         message(FATAL_ERROR "${row}: locations \"${LOCATIONS}\" is neither f32 nor the dtype")
     endif ()
-    if (DTYPE STREQUAL "f64" AND NOT (LOCATIONS STREQUAL "f64" AND FAMILY STREQUAL "cpu"))
-        message(FATAL_ERROR "${row}: f64 storage has f64 locations, in the cpu family only")
+    if (DTYPE STREQUAL "f64" AND NOT LOCATIONS STREQUAL "f64")
+        message(FATAL_ERROR "${row}: f64 storage has f64 locations")
+    endif ()
+    if (DTYPE STREQUAL "f64" AND KIND MATCHES "^grad_value_(atomic|serial)$")
+        message(FATAL_ERROR "${row}: f64's grad_value is the ordered sum (kind grad_value) on every family")
     endif ()
     foreach (size IN ITEMS CHANNELS LEVELS POINTS)
         if (NOT ${size} MATCHES "^(0|[1-9][0-9]*)$")
@@ -300,8 +304,11 @@ function(msda_variant NAME OP KIND DTYPE LOCATIONS CHANNELS LEVELS POINTS FAMILY
     if (_msda_sanitizer_suffix)
         list(TRANSFORM targets APPEND "${_msda_sanitizer_suffix}")
     endif ()
-    if (KIND STREQUAL "grad_value" AND FAMILY STREQUAL "opencl")
+    if (KIND STREQUAL "grad_value" AND FAMILY STREQUAL "opencl" AND NOT DTYPE STREQUAL "f64")
         set(targets "${targets}-cl_atomics64")
+    endif ()
+    if (DTYPE STREQUAL "f64" AND FAMILY STREQUAL "opencl")
+        set(targets "${targets}-cl_doubles")  # cl_khr_fp64
     endif ()
 
     _msda_knobs_param(${KIND} ${FAMILY} ${CONFIG} knobs)
@@ -325,7 +332,7 @@ function(msda_variant NAME OP KIND DTYPE LOCATIONS CHANNELS LEVELS POINTS FAMILY
             list(APPEND params part=${part})
             if (KIND STREQUAL "grad_value_atomic")
                 list(APPEND params sum=float32_atomic)
-            elseif (KIND STREQUAL "grad_value" AND FAMILY MATCHES "^(opencl|cuda)$")
+            elseif (KIND STREQUAL "grad_value" AND FAMILY MATCHES "^(opencl|cuda)$" AND NOT DTYPE STREQUAL "f64")
                 list(APPEND params sum=fixed_point)
             endif ()
         endif ()

@@ -14,7 +14,7 @@
 #              layouts)
 #   dtype      the storage of value, attention_weights, output, grad_output
 #              and their gradients: f32, f16, bf16 or f64 (computed in
-#              float64; the cpu family only)
+#              float64; f64 takes f64 locations)
 #   loc        the storage of sampling_locations and its gradient: f32, or
 #              the dtype (f64 for f64)
 #   C_h        a compile-time channel count per head, 0 for any
@@ -152,7 +152,7 @@ msda_variant(msdak_gka_grad_value_bf16_locbf16_c0             gka  grad_value   
 msda_variant(msdak_gka_grad_attention_weights_bf16_locbf16_c0 gka  grad_attention_weights  bf16  bf16 0   0   0   cpu    default full)
 # float64 storage, computed in float64 (the test recipes of Deformable DETR,
 # mmcv and detrex check the operator in double): MSDA and GKA, generic C_h,
-# walked by level. float64 locations only: a float32 location would be
+# walked by level (the GPU family's rows are below). float64 locations only: a float32 location would be
 # rounded before the arithmetic that float64 is asked for.
 msda_variant(msdak_forward_f64_c0                             msda forward                 f64   f64  0   0   0   cpu    default full)
 msda_variant(msdak_grad_value_f64_c0                          msda grad_value              f64   f64  0   0   0   cpu    default full)
@@ -200,6 +200,27 @@ msda_variant(msdak_gka_forward_cuda                           gka  forward      
 msda_variant(msdak_gka_grad_value_cuda                        gka  grad_value              f32   f32  0   0   0   cuda   default concurrency)
 msda_variant(msdak_gka_grad_value_atomic_cuda                 gka  grad_value_atomic       f32   f32  0   0   0   cuda   default concurrency)
 msda_variant(msdak_gka_grad_attention_weights_cuda            gka  grad_attention_weights  f32   f32  0   0   0   cuda   default concurrency)
+# float64 on the GPU family, OpenCL (devices with cl_khr_fp64) and CUDA: any
+# C_h, walked by level. grad_value's deterministic sum is the ordered one (a
+# thread per grad_value column, as grad_value_serial): the fixed-point sum
+# is float32's. No float atomics (Options::deterministic = false runs the
+# ordered sum too).
+msda_variant(msdak_forward_f64_opencl                         msda forward                 f64   f64  0   0   0   opencl default full)
+msda_variant(msdak_grad_value_f64_opencl                      msda grad_value              f64   f64  0   0   0   opencl default full)
+msda_variant(msdak_grad_sample_f64_opencl                     msda grad_sample             f64   f64  0   0   0   opencl default full)
+msda_variant(msdak_grad_attention_weights_f64_opencl          msda grad_attention_weights  f64   f64  0   0   0   opencl default full)
+msda_variant(msdak_grad_sampling_locations_f64_opencl         msda grad_sampling_locations f64   f64  0   0   0   opencl default full)
+msda_variant(msdak_gka_forward_f64_opencl                     gka  forward                 f64   f64  0   0   0   opencl default full)
+msda_variant(msdak_gka_grad_value_f64_opencl                  gka  grad_value              f64   f64  0   0   0   opencl default full)
+msda_variant(msdak_gka_grad_attention_weights_f64_opencl      gka  grad_attention_weights  f64   f64  0   0   0   opencl default full)
+msda_variant(msdak_forward_f64_cuda                           msda forward                 f64   f64  0   0   0   cuda   default full)
+msda_variant(msdak_grad_value_f64_cuda                        msda grad_value              f64   f64  0   0   0   cuda   default full)
+msda_variant(msdak_grad_sample_f64_cuda                       msda grad_sample             f64   f64  0   0   0   cuda   default full)
+msda_variant(msdak_grad_attention_weights_f64_cuda            msda grad_attention_weights  f64   f64  0   0   0   cuda   default full)
+msda_variant(msdak_grad_sampling_locations_f64_cuda           msda grad_sampling_locations f64   f64  0   0   0   cuda   default full)
+msda_variant(msdak_gka_forward_f64_cuda                       gka  forward                 f64   f64  0   0   0   cuda   default full)
+msda_variant(msdak_gka_grad_value_f64_cuda                    gka  grad_value              f64   f64  0   0   0   cuda   default full)
+msda_variant(msdak_gka_grad_attention_weights_f64_cuda        gka  grad_attention_weights  f64   f64  0   0   0   cuda   default full)
 # The copy that stages value head-major (and brings grad_value's sums back),
 # one per storage size.
 msda_variant(msdak_relayout_f32                               msda relayout                f32   f32  0   0   0   cpu    default concurrency)

@@ -10,6 +10,7 @@
 #include <msda/diagnostics.hpp>
 #include <msda/msda.hpp>
 
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -135,6 +136,36 @@ TEST(OpenCl, DevicesWithoutInt64AtomicsGetTheSerialScatter) {
 TEST(OpenCl, HalfPrecisionIsRefusedAndNothingIsWritten) {
     MSDA_REQUIRE_OPENCL();
     msda::testing::expect_half_precision_refused(colliding(), "OpenCL");
+}
+
+// A device without float64 arithmetic (no cl_khr_fp64) refuses a float64
+// call with a TypeError naming value and the extension, and writes nothing.
+// (The float64 cases themselves run under the opencl label:
+// test_double_precision.)
+TEST(OpenCl, ADeviceWithoutFloat64RefusesIt) {
+    MSDA_REQUIRE_OPENCL();
+    std::vector<double> value(8, 0.5), locations = {0.25, 0.75}, weights = {1.0}, output = {-1.0, -1.0};
+    std::vector<std::int32_t> shapes = {2, 2}, starts = {0};
+    msda::ForwardArgs args;
+    args.value = msda::TensorView::contiguous(value.data(), msda::DType::f64, {1, 4, 1, 2});
+    args.spatial_shapes = msda::TensorView::contiguous(shapes.data(), msda::DType::i32, {1, 2});
+    args.level_start_index = msda::TensorView::contiguous(starts.data(), msda::DType::i32, {1});
+    args.sampling_locations = msda::TensorView::contiguous(locations.data(), msda::DType::f64, {1, 1, 1, 1, 1, 2});
+    args.attention_weights = msda::TensorView::contiguous(weights.data(), msda::DType::f64, {1, 1, 1, 1, 1});
+    args.output = msda::TensorView::contiguous(output.data(), msda::DType::f64, {1, 1, 2});
+    msda::Options options;
+    options.device = msda::Device::opencl;
+    msda::detail::opencl::pretend_no_fp64(true);
+    try {
+        msda::forward(args, options);
+        ADD_FAILURE() << "a float64 call ran on a device without cl_khr_fp64";
+    } catch (const msda::TypeError &error) {
+        const std::string message = error.what();
+        EXPECT_NE(message.find("msda: value: float64 storage"), std::string::npos) << message;
+        EXPECT_NE(message.find("cl_khr_fp64"), std::string::npos) << message;
+    }
+    msda::detail::opencl::pretend_no_fp64(false);
+    EXPECT_EQ(output, (std::vector<double>{-1.0, -1.0}));
 }
 
 TEST(OpenCl, AnUnknownDeviceIsRefused) {

@@ -93,14 +93,14 @@ void add_input_options(CLI::App &command, InputFiles &files, msda::Options &opti
                {{"f32", msda::DType::f32}, {"f16", msda::DType::f16}, {"bf16", msda::DType::bf16},
                 {"f64", msda::DType::f64}},
                "storage dtype of value, attention_weights, grad_output and the results, which are written as "
-               "float32 (float64 for f64, which also computes in float64, on the CPU); default f32");
+               "float32 (float64 for f64, which also computes in float64); default f32");
     add_choice(command, "--locations-dtype", storage.locations_in_dtype, {{"f32", false}, {"same", true}},
                "storage dtype of sampling_locations (and its gradient): f32 (the default) or the same as --dtype "
                "(always the same for f64)");
     add_choice(command, "--target", options.device,
                {{"cpu", msda::Device::cpu}, {"opencl", msda::Device::opencl}, {"cuda", msda::Device::cuda}},
                "where to compute: cpu (the default), opencl (msda's OpenCL device) or cuda (Halide's CUDA device); "
-               "msda info lists them; float32 only on opencl and cuda");
+               "msda info lists them; f32 and f64 only on opencl and cuda");
 }
 
 // A whole number of at least `least`, checked as the user typed it (before

@@ -67,7 +67,8 @@ def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Ten
     float64); sampling_locations may be float32 with half storage, and are
     float64 with float64. target "cpu" (msda's CPU code), "opencl" or "cuda"
     (its OpenCL or CUDA code: the CPU tensors are copied to the device and
-    the result back; float32 only). The backward runs on the same target.
+    the result back; float32, and float64 where the device computes it).
+    The backward runs on the same target.
     """
     return torch.ops.msda.ms_deform_attn(value, spatial_shapes, level_start_index, sampling_locations,
                                          attention_weights, value_layout=value_layout,

@@ -60,6 +60,11 @@ CheckedCall check(const Args &args, const Options &options, Outputs outputs) {
     const HostTables tables{host_table(args.spatial_shapes, LevelTableKind::spatial_shapes, call, shapes),
                             host_table(args.level_start_index, LevelTableKind::level_start_index, call, starts)};
     check_call(args, options, tables, call, outputs);
+    if (call.size.dtype == DType::f64 && !call.backend->computes_float64(call.queue)) {
+        const std::string device = call.backend->name();
+        throw TypeError("msda: value: float64 storage, and the " + device + " device of this call has no float64 "
+                        "arithmetic (an OpenCL device reports it as cl_khr_fp64); use Device::cpu");
+    }
     return call;
 }
 

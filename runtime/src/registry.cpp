@@ -100,11 +100,12 @@ const Variant *by_query_variant(Kind kind, const ProblemSize &size, Operator op,
     return nullptr;
 }
 
-// The family's variant of this kind, if the build has one (the serial
-// scatter exists for some families only).
+// The family's variant of this kind for the call's operator and dtypes, if
+// the build has one (the serial scatter and the float atomics exist for
+// some families and dtypes only).
 const Variant *optional_variant(Kind kind, const ProblemSize &size, Operator op, TargetFamily family) {
     for (const Variant &variant : kVariants) {
-        if (variant.kind == kind && variant.family == family) return &select_variant(kind, size, op, family);
+        if (serves_dtypes(variant, kind, size, op, family)) return &select_variant(kind, size, op, family);
     }
     return nullptr;
 }
@@ -144,9 +145,9 @@ const Variant &select_variant(Kind kind, const ProblemSize &size, Operator op, T
                     " code (it was configured with " + names.option + "=OFF)");
     }
     if (is_gpu(family)) {
-        throw TypeError("msda: the " + device + " code computes float32 storage and float32 locations only; this call has " +
-                    dtype_name(size.dtype) + " storage and " + dtype_name(size.locations_dtype) +
-                     " locations (use Device::cpu for half precision and float64)");
+        throw TypeError("msda: the " + device + " code computes float32 storage with float32 locations and float64 " +
+                        "with float64 locations; this call has " + dtype_name(size.dtype) + " storage and " +
+                        dtype_name(size.locations_dtype) + " locations (use Device::cpu for half precision)");
     }
     throw TypeError(std::string("msda: this build has no generated code for ") + (op == Operator::gka ? "GKA " : "") +
                 kind_name(kind) + " with " + dtype_name(size.dtype) + " storage and " +
@@ -175,8 +176,10 @@ Kernels select_kernels(const ProblemSize &size, const Options &options, TargetFa
     kernels.forward = &select_variant(Kind::forward, size, op, family);
     kernels.forward_by_query = by_query_variant(Kind::forward, size, op, family);
     if (options.grad_value) {
-        // The float-atomic scatter only where it was asked for and exists.
-        const bool atomic = !options.deterministic && is_gpu(family);
+        // The float-atomic scatter only where it was asked for and exists
+        // (float64 has none: its ordered sum runs).
+        const bool atomic = !options.deterministic && is_gpu(family) &&
+                            optional_variant(Kind::grad_value_atomic, size, op, family) != nullptr;
         kernels.grad_value = &select_variant(atomic ? Kind::grad_value_atomic : Kind::grad_value, size, op, family);
         if (!atomic) kernels.grad_value_serial = optional_variant(Kind::grad_value_serial, size, op, family);
         kernels.grad_value_by_query = by_query_variant(Kind::grad_value, size, op, family);

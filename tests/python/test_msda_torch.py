@@ -93,6 +93,16 @@ class Comparisons(unittest.TestCase):
             output.backward(grad_output)
         return output.detach(), value.grad, locations.grad, weights.grad
 
+    def run_on_opencl(self, inputs):
+        """run_msda with target="opencl"; SKIPPED where this build has no
+        OpenCL code or this machine no device."""
+        try:
+            return self.run_msda(inputs, target="opencl")
+        except RuntimeError as error:
+            if "no OpenCL device to run on" in str(error) or "MSDA_OPENCL=OFF" in str(error):
+                self.skipTest(str(error).splitlines()[0])
+            raise
+
 
 class MultiScaleDeformableAttention(Comparisons):
     def test_forward_and_gradients_match_the_float64_grid_sample_path(self):
@@ -108,12 +118,7 @@ class MultiScaleDeformableAttention(Comparisons):
         """target="opencl": msda's OpenCL code on the CPU tensors, forward and
         autograd backward, against the same float64 path."""
         inputs = make_inputs(4)
-        try:
-            actual = self.run_msda(inputs, target="opencl")
-        except RuntimeError as error:
-            if "no OpenCL device to run on" in str(error) or "MSDA_OPENCL=OFF" in str(error):
-                self.skipTest(str(error).splitlines()[0])
-            raise
+        actual = self.run_on_opencl(inputs)
         expected = msda_reference(inputs[0], inputs[1], inputs[3], inputs[4], inputs[5])
         for name, a, e in zip(("output", "grad_value", "grad_sampling_locations", "grad_attention_weights"),
                               actual, expected):
@@ -437,20 +442,21 @@ class DoublePrecision(Comparisons):
         self.assert_close(value.grad, expected[1], 1e-9, "grad_value")
         self.assert_close(weights.grad, expected[3], 1e-9, "grad_attention_weights")
 
-    def gradcheck(self, channels):
+    def gradcheck(self, channels, fast_mode=False):
         """The recipe: B 1, N_h 2, N_q 2, N_l 2, N_p 2, levels (6, 4) and
         (3, 2), value scaled by 0.01, through MSDeformAttnFunction.apply
-        (im2col_step 2), every input requiring a gradient."""
+        (im2col_step 2), every input requiring a gradient; gradcheck's
+        default eps, atol and rtol."""
         value, spatial_shapes, level_start_index, locations, weights, _ = double_inputs(
             22 + channels, [(6, 4), (3, 2)], 1, 2, 2, channels, 2, value_scale=0.01)
         leaves = [leaf(t) for t in (value, locations, weights)]
         function = lambda v, l, w: msda_torch.MSDeformAttnFunction.apply(v, spatial_shapes, level_start_index,
                                                                           l, w, 2)
-        self.assertTrue(torch.autograd.gradcheck(function, tuple(leaves)))
+        self.assertTrue(torch.autograd.gradcheck(function, tuple(leaves), fast_mode=fast_mode))
 
     def test_gradcheck_at_its_defaults(self):
         """C_h 1, 2 and the recipes' 30, 32, 64, 71 here; their 1025, 2048
-        and 3096 run in test_gradcheck_at_its_defaults_wide."""
+        and 3096 in test_gradcheck_at_its_defaults_wide (label slow)."""
         for channels in (1, 2, 30, 32, 64, 71):
             with self.subTest(channels=channels):
                 self.gradcheck(channels)
@@ -459,9 +465,15 @@ class DoublePrecision(Comparisons):
                          "C_h 1025, 2048, 3096 take minutes: ctest torch_python_gradcheck_wide (labels slow, "
                          "gradcheck_wide) runs them with MSDA_GRADCHECK_WIDE=1")
     def test_gradcheck_at_its_defaults_wide(self):
-        for channels in (1025, 2048, 3096):
+        """1025 at gradcheck's defaults (two dense Jacobians of 1.9 GiB).
+        2048 and 3096 would need two of 7.5 and 17.1 GiB (the run was
+        killed for memory on a 24 GiB machine), so they run with
+        fast_mode=True: the same eps and tolerances on a random projection
+        of the Jacobian, numerical against analytical."""
+        self.gradcheck(1025)
+        for channels in (2048, 3096):
             with self.subTest(channels=channels):
-                self.gradcheck(channels)
+                self.gradcheck(channels, fast_mode=True)
 
     def test_gradgradcheck_says_the_backward_is_not_differentiable(self):
         value, spatial_shapes, level_start_index, locations, weights, _ = double_inputs(
@@ -487,22 +499,16 @@ class DoublePrecision(Comparisons):
         output.backward(grad_output)
         self.assertEqual([t.grad.dtype for t in leaves], [torch.float64, torch.float32, torch.float32])
 
-    def test_gpu_targets_refuse_float64(self):
-        value, spatial_shapes, level_start_index, locations, weights, _ = double_inputs(
-            25, LEVELS, 1, 2, HEADS, CHANNELS, POINTS)
-        refused = 0
-        for target in ("opencl", "cuda"):
-            try:
-                msda_torch.ms_deform_attn(value, spatial_shapes, level_start_index, locations, weights,
-                                          target=target)
-            except TypeError as error:
-                self.assertIn("use Device::cpu for half precision and float64", str(error))
-                refused += 1
-            except (RuntimeError, ValueError) as error:
-                # No code for the target in this build, or no device.
-                self.assertRegex(str(error), "has no|no (OpenCL|CUDA)|device")
-        if refused == 0:
-            self.skipTest("this build has neither OpenCL nor CUDA code")
+    def test_the_opencl_target(self):
+        """float64 on msda's OpenCL code (PoCL reports cl_khr_fp64), against
+        the same float64 grid_sample path."""
+        inputs = double_inputs(25, LEVELS, BATCH, QUERIES, HEADS, CHANNELS, POINTS)
+        actual = self.run_on_opencl(inputs)
+        expected = msda_reference(inputs[0], inputs[1], inputs[3], inputs[4], inputs[5])
+        for a, e, what in zip(actual, expected, ("output", "grad_value", "grad_sampling_locations",
+                                                 "grad_attention_weights")):
+            self.assertEqual(a.dtype, torch.float64, what)
+            self.assert_close(a, e, 1e-9, what)
 
 
 class ShapeOnly(unittest.TestCase):

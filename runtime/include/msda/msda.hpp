@@ -149,8 +149,8 @@ enum class SampleOrder : int { automatic = 0, by_level = 1, by_query = 2 };
 // addressed, and what is done when such a call returns. spatial_shapes and
 // level_start_index may be host tensors or on the call's device; there they
 // are read back (a blocking read on the call's queue) to validate the call.
-// OpenCL computes float32 storage only (the call fails naming the dtype
-// otherwise); samples are walked by level and value is never staged
+// OpenCL computes float32 storage, and float64 on devices with cl_khr_fp64
+// (the call fails naming the dtype otherwise); samples are walked by level and value is never staged
 // (relayout and sample_order do not apply); every result has the same bits
 // from run to run.
 // cuda: its CUDA code (the same GPU family, compiled to PTX for compute
@@ -159,8 +159,8 @@ enum class SampleOrder : int { automatic = 0, by_level = 1, by_query = 2 };
 // HL_GPU_DEVICE (0 when unset): host tensors are copied to the device and
 // back as for opencl. Tensors on a CUDA device always run the CUDA code, on
 // their device (docs/cuda.md: the context, the stream and what is done when
-// a call returns); float32 only; deterministic unless
-// Options::deterministic is false. Without a CUDA driver or device a call
+// a call returns); float32 and float64; deterministic unless
+// Options::deterministic is false (float64 is always deterministic). Without a CUDA driver or device a call
 // fails saying so (cuda_devices()).
 enum class Device : int { cpu = 0, opencl = 1, cuda = 2 };
 

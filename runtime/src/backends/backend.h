@@ -111,6 +111,9 @@ public:
     // Whether grad_value's deterministic sum must take the serial scatter
     // (a device without the 64-bit integer atomics of the fixed-point sum).
     virtual bool needs_serial_scatter(const Queue &) const { return false; }
+    // Whether the device computes float64 storage (an OpenCL device needs
+    // cl_khr_fp64).
+    virtual bool computes_float64(const Queue &) const { return true; }
     // The pool of device buffers a plan keeps, or null where the backend
     // keeps none.
     virtual std::shared_ptr<DevicePool> make_pool() const { return nullptr; }

@@ -365,26 +365,39 @@ std::uint64_t base_alignment(const Queue &queue) {
 }
 
 namespace {
-std::atomic<bool> pretending_no_int64_atomics{false};
+
+std::atomic<bool> pretending_no_int64_atomics{false}, pretending_no_fp64{false};
+
+// Whether the queue's device lists the extension. A device's extensions do
+// not change: each device is asked once.
+bool has_extension(const Queue &queue, const char *extension) {
+    static std::mutex mutex;
+    static std::vector<std::pair<void *, std::string>> known;
+    std::lock_guard<std::mutex> lock(mutex);
+    const std::string *extensions = nullptr;
+    for (const auto &[device, listed] : known) {
+        if (device == queue.device) extensions = &listed;
+    }
+    if (extensions == nullptr) {
+        known.emplace_back(queue.device, text_info(loaded_library().device_info,
+                                                   static_cast<cl_device_id>(queue.device), kDeviceExtensions));
+        extensions = &known.back().second;
+    }
+    // Names are separated by spaces; none is a prefix of another here.
+    return extensions->find(extension) != std::string::npos;
+}
+
 }  // namespace
 
 bool has_int64_atomics(const Queue &queue) {
-    if (pretending_no_int64_atomics) return false;
-    // A device's extensions do not change: each device is asked once.
-    static std::mutex mutex;
-    static std::vector<std::pair<void *, bool>> known;
-    std::lock_guard<std::mutex> lock(mutex);
-    for (const auto &[device, has] : known) {
-        if (device == queue.device) return has;
-    }
-    const std::string extensions =
-        text_info(loaded_library().device_info, static_cast<cl_device_id>(queue.device), kDeviceExtensions);
-    const bool has = extensions.find("cl_khr_int64_base_atomics") != std::string::npos;
-    known.emplace_back(queue.device, has);
-    return has;
+    return !pretending_no_int64_atomics && has_extension(queue, "cl_khr_int64_base_atomics");
 }
 
 void pretend_no_int64_atomics(bool pretend) { pretending_no_int64_atomics = pretend; }
+
+bool has_fp64(const Queue &queue) { return !pretending_no_fp64 && has_extension(queue, "cl_khr_fp64"); }
+
+void pretend_no_fp64(bool pretend) { pretending_no_fp64 = pretend; }
 
 void *sub_buffer(void *root, std::uint64_t origin, std::uint64_t bytes, std::int32_t &error) {
     const std::size_t region[2] = {static_cast<std::size_t>(origin), static_cast<std::size_t>(bytes)};

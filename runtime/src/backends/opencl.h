@@ -49,6 +49,12 @@ bool has_int64_atomics(const Queue &queue);
 // For tests: every device treated as lacking them (true), or as it is.
 void pretend_no_int64_atomics(bool pretend);
 
+// Whether the queue's device computes in float64 (cl_khr_fp64), which
+// float64 storage needs (without it, such a call is refused).
+bool has_fp64(const Queue &queue);
+// For tests: every device treated as lacking it (true), or as it is.
+void pretend_no_fp64(bool pretend);
+
 // A sub-buffer of `root` (no sub-buffer itself) at an aligned origin, or
 // nullptr with the OpenCL error in `error`.
 void *sub_buffer(void *root, std::uint64_t origin, std::uint64_t bytes, std::int32_t &error);

@@ -236,6 +236,7 @@ public:
     void run(const BoundCall &call) const override { OpenClCall(call).execute(); }
 
     bool needs_serial_scatter(const Queue &queue) const override { return !opencl::has_int64_atomics(queue); }
+    bool computes_float64(const Queue &queue) const override { return opencl::has_fp64(queue); }
     std::shared_ptr<DevicePool> make_pool() const override { return std::make_shared<opencl::Pool>(); }
 };
 
