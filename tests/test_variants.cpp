@@ -58,7 +58,7 @@ TEST(Variants, EveryPromisedCallHasGenericCode) {
     using msda::DType;
     const std::vector<std::tuple<DType, DType>> storages = {{DType::f32, DType::f32}, {DType::f16, DType::f32},
                                                             {DType::f16, DType::f16}, {DType::bf16, DType::f32},
-                                                            {DType::bf16, DType::bf16}};
+                                                            {DType::bf16, DType::bf16}, {DType::f64, DType::f64}};
     for (const auto &[dtype, locations] : storages) {
         SCOPED_TRACE(std::string(msda::dtype_name(dtype)) + " storage, " + msda::dtype_name(locations) +
                      " locations");
@@ -71,16 +71,24 @@ TEST(Variants, EveryPromisedCallHasGenericCode) {
             EXPECT_TRUE(has_generic(variants, kind, msda::Operator::gka, dtype, locations)) << "GKA " << kind;
         }
     }
-    for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    for (const DType dtype : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
         EXPECT_TRUE(has_generic(variants, "relayout", msda::Operator::msda, dtype, dtype)) << msda::dtype_name(dtype);
     }
 }
 
 // Where a GPU family's code was built (MSDA_OPENCL, MSDA_CUDA), it serves
-// every float32 call, in both grad_value modes.
-void expect_serves_every_float32_call(const char *family) {
+// every float32 call, in both grad_value modes, and every float64 call (its
+// grad_value, the ordered sum, serves both modes).
+void expect_serves_every_float32_and_float64_call(const char *family) {
     const std::vector<msda::CompiledVariant> variants = msda::compiled_variants();
     using msda::DType;
+    for (const char *kind : {"forward", "grad_value", "grad_sample", "grad_attention_weights",
+                             "grad_sampling_locations"}) {
+        EXPECT_TRUE(has_generic(variants, kind, msda::Operator::msda, DType::f64, DType::f64, family)) << kind;
+    }
+    for (const char *kind : {"forward", "grad_value", "grad_attention_weights"}) {
+        EXPECT_TRUE(has_generic(variants, kind, msda::Operator::gka, DType::f64, DType::f64, family)) << kind;
+    }
     for (const char *kind : {"forward", "grad_value", "grad_value_atomic", "grad_sample", "grad_attention_weights",
                              "grad_sampling_locations"}) {
         EXPECT_TRUE(has_generic(variants, kind, msda::Operator::msda, DType::f32, DType::f32, family)) << kind;
@@ -90,9 +98,9 @@ void expect_serves_every_float32_call(const char *family) {
     }
 }
 
-TEST(Variants, OpenClServesEveryFloat32Call) {
+TEST(Variants, OpenClServesEveryFloat32AndFloat64Call) {
     if (!msda::testing::opencl_built()) GTEST_SKIP() << "this build has no OpenCL code (MSDA_OPENCL=OFF)";
-    expect_serves_every_float32_call("opencl");
+    expect_serves_every_float32_and_float64_call("opencl");
     // Devices without 64-bit integer atomics: the serial deterministic scatter.
     const std::vector<msda::CompiledVariant> variants = msda::compiled_variants();
     for (const msda::Operator op : {msda::Operator::msda, msda::Operator::gka}) {
@@ -100,9 +108,9 @@ TEST(Variants, OpenClServesEveryFloat32Call) {
     }
 }
 
-TEST(Variants, CudaServesEveryFloat32Call) {
+TEST(Variants, CudaServesEveryFloat32AndFloat64Call) {
     if (!msda::testing::cuda_built()) GTEST_SKIP() << "this build has no CUDA code (MSDA_CUDA=OFF)";
-    expect_serves_every_float32_call("cuda");
+    expect_serves_every_float32_and_float64_call("cuda");
     // Deformable DETR's sizes compiled in (C_h 32, N_l 4, N_p 4), for the
     // forward and every kind the full backward runs.
     const std::vector<msda::CompiledVariant> variants = msda::compiled_variants();

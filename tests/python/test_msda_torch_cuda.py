@@ -11,7 +11,8 @@ import unittest
 import torch
 
 import msda_torch
-from test_msda_torch import Comparisons, gka_reference, leaf, make_inputs, msda_reference
+from test_msda_torch import (BATCH, CHANNELS, HEADS, LEVELS, POINTS, QUERIES, Comparisons, double_inputs,
+                             gka_reference, leaf, make_inputs, msda_reference)
 
 NAMES = ("output", "grad_value", "grad_sampling_locations", "grad_attention_weights")
 
@@ -45,6 +46,15 @@ class CudaTensors(Comparisons):
             actual = self.run_on_cuda(inputs, **options)
             for name, a, e in zip(NAMES, actual, expected):
                 self.assert_close(a, e, 1e-5, "cuda " + name)
+
+    def test_float64_matches_the_float64_grid_sample_path(self):
+        """Double CUDA tensors compute in float64 (the SPEC's 1e-9)."""
+        inputs = double_inputs(17, LEVELS, BATCH, QUERIES, HEADS, CHANNELS, POINTS)
+        expected = msda_reference(inputs[0], inputs[1], inputs[3], inputs[4], inputs[5])
+        actual = self.run_on_cuda(inputs)
+        for name, a, e in zip(NAMES, actual, expected):
+            self.assertEqual(a.dtype, torch.float64, name)
+            self.assert_close(a, e, 1e-9, "cuda float64 " + name)
 
     def test_level_tables_on_the_host_too(self):
         inputs = make_inputs(13)
