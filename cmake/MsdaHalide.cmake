@@ -76,6 +76,7 @@ set(MSDA_ARM_TARGETS
     CACHE STRING "Halide targets of the ARM libraries, best first")
 set(MSDA_X86_TARGETS
     x86-64-linux-avx512_zen4
+    x86-64-linux-avx512_skylake
     x86-64-linux-avx-avx2-f16c-fma-sse41
     x86-64-linux
     CACHE STRING "Halide targets of the x86 libraries, best first")

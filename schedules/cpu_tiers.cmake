@@ -28,7 +28,11 @@
 # baseline every x86-64 CPU has. avx2 is x86-64-linux-avx-avx2-f16c-fma-sse41
 # (LLVM -mcpu=haswell -mattr=+fma,+f16c): its vector extensions, and the
 # scalar ones LLVM's instruction selection emits on its own for haswell
-# (BMI1, BMI2, LZCNT, MOVBE, POPCNT, CMPXCHG16B, LAHF/SAHF). avx512_zen4 is
+# (BMI1, BMI2, LZCNT, MOVBE, POPCNT, CMPXCHG16B, LAHF/SAHF). avx512_skylake
+# is x86-64-linux-avx512_skylake (LLVM -mcpu=skylake-avx512): AVX-512's F,
+# CD, BW, DQ and VL subsets, what every AVX-512 server since Skylake-SP has
+# (Skylake-SP, Cascade Lake, Cooper Lake, Ice Lake, Tiger Lake: the Intel
+# servers of most clouds before Sapphire Rapids). avx512_zen4 is
 # x86-64-linux-avx512_zen4 (LLVM -mcpu=znver4 with Halide's -mattr list):
 # every AVX-512 subset znver4 has, and GFNI, which LLVM uses for byte shifts.
 # Not required: extensions whose instructions LLVM emits only for their own
@@ -39,54 +43,56 @@
 # if its code holds an instruction outside its tier's list.
 msda_cpu_tier(x86 x86-64)
 msda_cpu_tier(x86 avx2 HALIDE sse41 avx avx2 fma f16c)
-msda_cpu_tier(x86 avx512_zen4 HALIDE avx512_zen4 IMPLIED avx512 avx512_skylake avx512_cannonlake)
+msda_cpu_tier(x86 avx512_skylake HALIDE avx512_skylake IMPLIED avx512)
+msda_cpu_tier(x86 avx512_zen4 HALIDE avx512_zen4 IMPLIED avx512_cannonlake)
 msda_cpu_isa_features(x86 sse41 avx avx2 avxvnni fma fma4 f16c avx512 avx512_knl avx512_skylake avx512_cannonlake
                       avx512_zen4 avx512_zen5 avx512_sapphirerapids avx10_1 x86_apx)
 
-#              name             tier        leaf       sub reg bit
-msda_x86_cpuid(CMOV             x86-64      0x1        0   edx 15)
-msda_x86_cpuid(CX8              x86-64      0x1        0   edx 8)
-msda_x86_cpuid(FXSR             x86-64      0x1        0   edx 24)
-msda_x86_cpuid(MMX              x86-64      0x1        0   edx 23)
-msda_x86_cpuid(SSE              x86-64      0x1        0   edx 25)
-msda_x86_cpuid(SSE2             x86-64      0x1        0   edx 26)
+#              name             tier           leaf       sub reg bit
+msda_x86_cpuid(CMOV             x86-64         0x1        0   edx 15)
+msda_x86_cpuid(CX8              x86-64         0x1        0   edx 8)
+msda_x86_cpuid(FXSR             x86-64         0x1        0   edx 24)
+msda_x86_cpuid(MMX              x86-64         0x1        0   edx 23)
+msda_x86_cpuid(SSE              x86-64         0x1        0   edx 25)
+msda_x86_cpuid(SSE2             x86-64         0x1        0   edx 26)
 
-msda_x86_cpuid(SSE3             avx2        0x1        0   ecx 0)
-msda_x86_cpuid(SSSE3            avx2        0x1        0   ecx 9)
-msda_x86_cpuid(SSE4_1           avx2        0x1        0   ecx 19)
-msda_x86_cpuid(SSE4_2           avx2        0x1        0   ecx 20)
-msda_x86_cpuid(POPCNT           avx2        0x1        0   ecx 23)
-msda_x86_cpuid(CMPXCHG16B       avx2        0x1        0   ecx 13)
-msda_x86_cpuid(LAHF_SAHF        avx2        0x80000001 0   ecx 0)
-msda_x86_cpuid(MOVBE            avx2        0x1        0   ecx 22)
-msda_x86_cpuid(LZCNT            avx2        0x80000001 0   ecx 5)
-msda_x86_cpuid(BMI1             avx2        0x7        0   ebx 3)
-msda_x86_cpuid(BMI2             avx2        0x7        0   ebx 8)
-msda_x86_cpuid(AVX              avx2        0x1        0   ecx 28)
-msda_x86_cpuid(AVX2             avx2        0x7        0   ebx 5)
-msda_x86_cpuid(FMA              avx2        0x1        0   ecx 12)
-msda_x86_cpuid(F16C             avx2        0x1        0   ecx 29)
+msda_x86_cpuid(SSE3             avx2           0x1        0   ecx 0)
+msda_x86_cpuid(SSSE3            avx2           0x1        0   ecx 9)
+msda_x86_cpuid(SSE4_1           avx2           0x1        0   ecx 19)
+msda_x86_cpuid(SSE4_2           avx2           0x1        0   ecx 20)
+msda_x86_cpuid(POPCNT           avx2           0x1        0   ecx 23)
+msda_x86_cpuid(CMPXCHG16B       avx2           0x1        0   ecx 13)
+msda_x86_cpuid(LAHF_SAHF        avx2           0x80000001 0   ecx 0)
+msda_x86_cpuid(MOVBE            avx2           0x1        0   ecx 22)
+msda_x86_cpuid(LZCNT            avx2           0x80000001 0   ecx 5)
+msda_x86_cpuid(BMI1             avx2           0x7        0   ebx 3)
+msda_x86_cpuid(BMI2             avx2           0x7        0   ebx 8)
+msda_x86_cpuid(AVX              avx2           0x1        0   ecx 28)
+msda_x86_cpuid(AVX2             avx2           0x7        0   ebx 5)
+msda_x86_cpuid(FMA              avx2           0x1        0   ecx 12)
+msda_x86_cpuid(F16C             avx2           0x1        0   ecx 29)
 # xgetbv itself needs OSXSAVE; without it XCR0 cannot be read.
-msda_x86_cpuid(OSXSAVE          avx2        0x1        0   ecx 27)
+msda_x86_cpuid(OSXSAVE          avx2           0x1        0   ecx 27)
 # XCR0: x87 (bit 0), SSE (1) and AVX (2) state.
-msda_x86_cpuid(OS_YMM_STATE     avx2        0x0        0   eax 0   XCR0 0x6)
+msda_x86_cpuid(OS_YMM_STATE     avx2           0x0        0   eax 0   XCR0 0x6)
 
-msda_x86_cpuid(AVX512F          avx512_zen4 0x7        0   ebx 16)
-msda_x86_cpuid(AVX512CD         avx512_zen4 0x7        0   ebx 28)
-msda_x86_cpuid(AVX512BW         avx512_zen4 0x7        0   ebx 30)
-msda_x86_cpuid(AVX512DQ         avx512_zen4 0x7        0   ebx 17)
-msda_x86_cpuid(AVX512VL         avx512_zen4 0x7        0   ebx 31)
-msda_x86_cpuid(AVX512_IFMA      avx512_zen4 0x7        0   ebx 21)
-msda_x86_cpuid(AVX512_VBMI      avx512_zen4 0x7        0   ecx 1)
-msda_x86_cpuid(AVX512_VBMI2     avx512_zen4 0x7        0   ecx 6)
-msda_x86_cpuid(AVX512_VNNI      avx512_zen4 0x7        0   ecx 11)
-msda_x86_cpuid(AVX512_BITALG    avx512_zen4 0x7        0   ecx 12)
-msda_x86_cpuid(AVX512_VPOPCNTDQ avx512_zen4 0x7        0   ecx 14)
-msda_x86_cpuid(AVX512_BF16      avx512_zen4 0x7        1   eax 5)
-msda_x86_cpuid(GFNI             avx512_zen4 0x7        0   ecx 8)
+msda_x86_cpuid(AVX512F          avx512_skylake 0x7        0   ebx 16)
+msda_x86_cpuid(AVX512CD         avx512_skylake 0x7        0   ebx 28)
+msda_x86_cpuid(AVX512BW         avx512_skylake 0x7        0   ebx 30)
+msda_x86_cpuid(AVX512DQ         avx512_skylake 0x7        0   ebx 17)
+msda_x86_cpuid(AVX512VL         avx512_skylake 0x7        0   ebx 31)
 # XCR0: AVX-512's opmask (5), the upper halves of zmm0-15 (6) and zmm16-31
 # (7), with SSE's and AVX's.
-msda_x86_cpuid(OS_ZMM_STATE     avx512_zen4 0x0        0   eax 0   XCR0 0xe6)
+msda_x86_cpuid(OS_ZMM_STATE     avx512_skylake 0x0        0   eax 0   XCR0 0xe6)
+
+msda_x86_cpuid(AVX512_IFMA      avx512_zen4    0x7        0   ebx 21)
+msda_x86_cpuid(AVX512_VBMI      avx512_zen4    0x7        0   ecx 1)
+msda_x86_cpuid(AVX512_VBMI2     avx512_zen4    0x7        0   ecx 6)
+msda_x86_cpuid(AVX512_VNNI      avx512_zen4    0x7        0   ecx 11)
+msda_x86_cpuid(AVX512_BITALG    avx512_zen4    0x7        0   ecx 12)
+msda_x86_cpuid(AVX512_VPOPCNTDQ avx512_zen4    0x7        0   ecx 14)
+msda_x86_cpuid(AVX512_BF16      avx512_zen4    0x7        1   eax 5)
+msda_x86_cpuid(GFNI             avx512_zen4    0x7        0   ecx 8)
 
 # 64-bit ARM. arm-64: ARMv8-A with NEON (Advanced SIMD), Halide's
 # arm-64-linux. arm_fp16: also ARMv8.2's half-precision arithmetic, scalar

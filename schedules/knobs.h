@@ -80,7 +80,8 @@ void set_knob(Knobs &knobs, std::string_view name, int value);
 
 // The knob values of a target, from the `knobs` generator parameter:
 // entries separated by '/', each `CLASS@knob:value,knob:value`, where CLASS
-// is a Halide target feature (avx2, avx512_zen4, arm_fp16, opencl, cuda),
+// is a Halide target feature (avx2, avx512_skylake, avx512_zen4, arm_fp16,
+// opencl, cuda),
 // `base` (any target) or `all` (applied last, over every class). The first
 // entry (other than `all`) whose CLASS the target has applies; a target
 // without one keeps the family defaults. Throws std::invalid_argument for

@@ -1,6 +1,7 @@
 # The knob values (schedules/knobs.h, docs/knobs.md) that `msda sweep` chose,
 # per class and schedule: msda_tuned(CLASS SCHEDULE knob=value ...), CLASS a
-# CPU tier of cpu_tiers.cmake (x86-64, avx2, avx512_zen4, arm-64, arm_fp16),
+# CPU tier of cpu_tiers.cmake (x86-64, avx2, avx512_skylake, avx512_zen4,
+# arm-64, arm_fp16),
 # opencl or cuda; SCHEDULE forward, grad_value, grad_sample (also
 # grad_attention_weights and grad_sampling_locations) or relayout. The build
 # compiles each variant's code for a class with that class's row, and a
@@ -13,6 +14,10 @@ msda_tuned(avx2 forward vector_width=16 tasks_per_batch=128 specialize_usual=0)
 msda_tuned(avx2 grad_value unroll_channels=0)
 # msda sweep 2026-12-03 on AMD EPYC: G 1.07x M0 1.08x the shipped speed (was: family defaults)
 msda_tuned(avx2 grad_sample query_tile=32)
+# msda sweep 2026-12-06 on AMD EPYC: G 1.07x M0 1.05x the shipped speed (was: family defaults)
+msda_tuned(avx512_skylake grad_value fill_rows=1024 unroll_channels=0)
+# msda sweep 2026-12-06 on AMD EPYC: G 1.01x M0 1.05x the shipped speed (was: family defaults)
+msda_tuned(avx512_skylake grad_sample tasks_per_batch=32)
 # msda sweep 2026-12-03 on AMD EPYC: G 0.99x M0 1.05x the shipped speed (was: family defaults)
 msda_tuned(avx512_zen4 forward vector_width=32 query_tile=32 tasks_per_batch=32 points_inner=1)
 # msda sweep 2026-12-03 on AMD EPYC: G 1.14x M0 1.13x the shipped speed (was: family defaults)

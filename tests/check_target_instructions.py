@@ -38,7 +38,7 @@ OS_STATES = {"OSXSAVE", "OS_YMM_STATE", "OS_ZMM_STATE"}
 NOT_IN_ICED = {"LAHF_SAHF"}
 # The feature whose instructions a tier's code must contain, so that an
 # empty or misread object set cannot pass.
-SIGNATURE = {"avx512_zen4": "AVX512F", "avx2": "AVX2", "x86-64": "SSE2"}
+SIGNATURE = {"avx512_zen4": "AVX512F", "avx512_skylake": "AVX512F", "avx2": "AVX2", "x86-64": "SSE2"}
 
 FEATURE_NAMES = {value: name for name, value in vars(iced_x86.CpuidFeature).items() if isinstance(value, int)}
 

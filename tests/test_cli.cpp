@@ -1371,14 +1371,22 @@ TEST_F(CliRejects, AnUnknownCommandIsNamed) {
 
 // A cap above what the CPU can run fails every call with what it lacks;
 // msda info says so and exits 1. Only where such a cap exists: a CPU
-// without AVX-512 (or AVX2).
+// without AVX-512 Zen 4's subsets (or AVX-512, or AVX2).
 TEST_F(CliRejects, ACapAboveTheCpuNamesWhatItLacks) {
     const std::string target = expected_cli_target();
-    if (target == "avx512_zen4") GTEST_SKIP() << "this CPU runs every compiled target";
-    if (msda::cpu_dispatch().targets.size() < 3) {
+    const std::vector<msda::CompiledTarget> targets = msda::cpu_dispatch().targets;  // best first
+    if (targets.size() < 4) {
         GTEST_SKIP() << "this tree has code for fewer targets than the CPU runs (a sanitizer tree's baseline alone)";
     }
-    const std::string above = target == "avx2" ? "avx512_zen4" : "avx2";
+    if (target == targets.front().name) GTEST_SKIP() << "this CPU runs every compiled target";
+    std::string above;  // the tier just above the one this CPU runs
+    for (std::size_t i = 1; i < targets.size(); i++) {
+        if (targets[i].name == target) above = targets[i - 1].name;
+    }
+    ASSERT_FALSE(above.empty()) << target;
+    // What every CPU below that tier lacks: AVX2; AVX-512 F; one of Zen 4's
+    // later AVX-512 subsets (IFMA, VBMI, VNNI, BF16, ...).
+    const std::string lacked = above == "avx2" ? " AVX2 " : above == "avx512_skylake" ? " AVX512F " : " AVX512_";
     ASSERT_EQ(setenv("MSDA_X86_TARGET", above.c_str(), 1), 0);
     const RunResult info = run({"info"});
     const RunResult demo = run({"demo", "--repeats", "1"});
@@ -1387,7 +1395,7 @@ TEST_F(CliRejects, ACapAboveTheCpuNamesWhatItLacks) {
     EXPECT_NE(info.output.find("runs: nothing"), std::string::npos) << info.output;
     const std::size_t lacks = info.output.find("asks for code this CPU cannot run: it lacks ");
     EXPECT_NE(lacks, std::string::npos) << info.output;
-    EXPECT_NE(info.output.find(above == "avx2" ? " AVX2 " : " AVX512F ", lacks), std::string::npos) << info.output;
+    EXPECT_NE(info.output.find(lacked, lacks), std::string::npos) << info.output;
     EXPECT_EQ(demo.exit_code, kExitBadInput);
     EXPECT_NE(demo.errors.find("MSDA_X86_TARGET=" + above + " asks for code this CPU cannot run: it lacks"),
               std::string::npos)

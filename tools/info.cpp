@@ -58,10 +58,10 @@ bool run_info(const InfoCommand &command) {
                 static_cast<long long>(dispatch.l2_cache_bytes >> 10), dispatch.caches.c_str());
     std::printf("compiled targets, best first:\n");
     for (const msda::CompiledTarget &target : dispatch.targets) {
-        std::printf("  %-12s %-40s %s\n", target.name.c_str(), target.halide_target.c_str(),
+        std::printf("  %-14s %-40s %s\n", target.name.c_str(), target.halide_target.c_str(),
                     target.missing.empty() ? "this CPU has its features"
                                            : ("this CPU lacks " + joined(target.missing)).c_str());
-        if (command.features) std::printf("               needs: %s\n", joined(target.features).c_str());
+        if (command.features) std::printf("                 needs: %s\n", joined(target.features).c_str());
     }
     if (!dispatch.cap.empty()) std::printf("%s: %s\n", dispatch.cap_variable.c_str(), dispatch.cap.c_str());
     if (dispatch.error.empty()) {

@@ -34,7 +34,8 @@ struct CpuWords {
 };
 
 // The tiers msda compiles for x86-64, worst first (schedules/cpu_tiers.cmake:
-// x86_64, avx2, avx512_zen4). Their names are those of MSDA_X86_TARGET.
+// x86_64, avx2, avx512_skylake, avx512_zen4). Their names are those of
+// MSDA_X86_TARGET.
 enum class Target {
 #define MSDA_TIER(id, name) id,
     MSDA_FOR_EACH_X86_TIER(MSDA_TIER)

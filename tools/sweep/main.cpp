@@ -741,8 +741,8 @@ int main(int argc, char **argv) {
     CLI::App app{"msda sweep: search the schedule knobs of msda's kernels for one CPU class or device"};
     app.add_option("--target", settings.target, "x86 | arm | opencl | cuda")->capture_default_str();
     app.add_option("--class", settings.klass,
-                   "the CPU class (a tier: x86-64, avx2, avx512_zen4; arm-64, arm_fp16); default: the best this "
-                   "CPU runs");
+                   "the CPU class (a tier: x86-64, avx2, avx512_skylake, avx512_zen4; arm-64, arm_fp16); default: "
+                   "the best this CPU runs");
     app.add_option("--shapes", settings.shapes, "the bench's shapes to time on (S0 S1 M0 M2 X G L1, or T0)")
         ->delimiter(',')
         ->capture_default_str();

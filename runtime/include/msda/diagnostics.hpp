@@ -13,7 +13,7 @@ namespace msda {
 
 // One of the targets this build compiled (x86-64 or 64-bit ARM).
 struct CompiledTarget {
-    std::string name;           // avx512_zen4, avx2 or x86-64 (MSDA_X86_TARGET's names);
+    std::string name;           // avx512_zen4, avx512_skylake, avx2 or x86-64 (MSDA_X86_TARGET's names);
                                 // arm_fp16 or arm-64 (MSDA_ARM_TARGET's)
     std::string halide_target;  // the Halide target it was compiled for
     std::vector<std::string> features;  // the CPU features its code may use
@@ -25,7 +25,8 @@ struct CompiledTarget {
 // the OS has also enabled its registers' state), on ARM the AT_HWCAP word
 // Linux gives the process; the best compiled target whose every feature
 // this CPU has, capped by the environment variable MSDA_X86_TARGET
-// (avx512_zen4, avx2 or x86-64; MSDA_ARM_TARGET on ARM: arm_fp16 or arm-64)
+// (avx512_zen4, avx512_skylake, avx2 or x86-64; MSDA_ARM_TARGET on ARM:
+// arm_fp16 or arm-64)
 // when it is set. A cap above what the CPU can run is an error: every call
 // then throws it.
 struct CpuDispatch {

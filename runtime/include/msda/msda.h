@@ -157,8 +157,8 @@ size_t msda_cached_workspace_bytes(void);
 void msda_release_cached_workspace(void);
 /* The library's version, "major.minor.patch". */
 const char *msda_version(void);
-/* The compiled x86-64 target calls run on this CPU (avx512_zen4, avx2 or
- * x86-64; msda::cpu_dispatch in msda.hpp tells why), or "" when every call
+/* The compiled x86-64 target calls run on this CPU (avx512_zen4,
+ * avx512_skylake, avx2 or x86-64; msda::cpu_dispatch tells why), or "" when every call
  * fails (MSDA_X86_TARGET asks for more than the CPU has: the calls' error
  * says what it lacks). */
 const char *msda_cpu_target(void);
