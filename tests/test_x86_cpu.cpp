@@ -43,7 +43,7 @@ bool contains(const std::vector<std::string> &names, const std::string &name) {
     return std::find(names.begin(), names.end(), name) != names.end();
 }
 
-// The features a tier needs beyond the tier below it's.
+// The features a tier needs beyond those of the tier below it.
 std::vector<std::string> tier_only(Target tier) {
     const Target below = static_cast<Target>(static_cast<int>(tier) - 1);
     std::vector<std::string> extra;
