@@ -63,7 +63,7 @@ Func sample_geometry(const MsdaInputs &in, const MsdaVars &v, std::vector<Func> 
                (y.upper_read - y.lower_read) * width, algebra::corner_mask(x, y), x.fraction, y.fraction,
                select(counts, in.attention_weights(v.p, v.l, v.h, v.q, v.b), zero(in)), x.gradient_scale,
                y.gradient_scale, x.lower_read_weight, x.upper_read_weight, y.lower_read_weight,
-               y.upper_read_weight});
+               y.upper_read_weight, select(counts, 1, 0)});
     return geometry;
 }
 
@@ -131,12 +131,21 @@ namespace {
 void bind_vars(MsdaVars &vars, const MsdaInputs &in) {
     vars.queries = in.queries;
     if (in.op == Operator::msda) vars.usual_sampling = !in.align_corners && !in.border;
+    vars.flat_rows = in.flat_rows;
+}
+
+// A corner's row as a table holds it: the forward's and the per-sample
+// gradients', where flat_rows holds, times value's row stride (read_corner
+// reads it as an element offset).
+Expr table_row(const MsdaInputs &in, CornerTable table, const Expr &row) {
+    if (table == CornerTable::scatter || !in.flat_rows.defined()) return row;
+    return select(in.flat_rows, row * in.row_stride, row);
 }
 
 // GKA's table: one read, weighted by the attention weight.
-std::vector<Expr> nearest_fields(const MsdaInputs &in, const Tuple &g, const CornerLayout &layout) {
+std::vector<Expr> nearest_fields(const MsdaInputs &in, const Tuple &g, CornerTable table, const CornerLayout &layout) {
     std::vector<Expr> fields(layout.fields);
-    fields[0] = int_as_field(in, clamp(g[kNearestRow], 0, in.rows - 1));
+    fields[0] = int_as_field(in, table_row(in, table, clamp(g[kNearestRow], 0, in.rows - 1)));
     if (layout.weight >= 0) fields[layout.weight] = g[kNearestAttention];
     fields[layout.mask] = int_as_field(in, g[kNearestMask]);
     if (layout.attention >= 0) fields[layout.attention] = g[kNearestAttention];
@@ -151,12 +160,12 @@ Func corner_table(const MsdaInputs &in, const MsdaVars &v, const Func &geometry,
     Tuple g = geometry(v.p, v.l, v.h, v.q, v.b);
     Func corners("corners");
     if (in.op == Operator::gka) {
-        corners(field, v.p, v.l, v.h, v.q, v.b) = mux(field, nearest_fields(in, g, layout));
+        corners(field, v.p, v.l, v.h, v.q, v.b) = mux(field, nearest_fields(in, g, table, layout));
         return corners;
     }
     std::vector<Expr> fields(layout.fields);
     for (int corner = 0; corner < kCorners; corner++) {
-        fields[corner] = int_as_field(in, geometry_read_row(g, in, corner));
+        fields[corner] = int_as_field(in, table_row(in, table, geometry_read_row(g, in, corner)));
         if (layout.weight < 0) continue;
         Expr w = algebra::read_weight(g[kWeightX0], g[kWeightX1], g[kWeightY0], g[kWeightY1], corner);
         if (table == CornerTable::forward) {
@@ -168,7 +177,8 @@ Func corner_table(const MsdaInputs &in, const MsdaVars &v, const Func &geometry,
         }
         fields[layout.weight + corner] = w;
     }
-    fields[layout.mask] = int_as_field(in, g[kMask]);
+    // The forward and the scatter read only whether a sample counts.
+    fields[layout.mask] = int_as_field(in, table == CornerTable::sample ? g[kMask] : g[kCounts]);
     const std::pair<int, int> copied[] = {{layout.attention, kAttention}, {layout.fx, kFx}, {layout.fy, kFy},
                                           {layout.scale_x, kScaleX}, {layout.scale_y, kScaleY}};
     for (const auto &[at, from] : copied) {
@@ -176,6 +186,22 @@ Func corner_table(const MsdaInputs &in, const MsdaVars &v, const Func &geometry,
     }
     corners(field, v.p, v.l, v.h, v.q, v.b) = mux(field, fields);
     return corners;
+}
+
+// value at channel c of head h of a corner's row. Where flat_rows holds,
+// the table has the row times the row stride, and the read adds it to the
+// channel: value(c + row * stride, h, 0, b) is the element value(c, h, row,
+// b) (c's stride is 1), one load with no multiply. The promise is what
+// bounds inference sees of that index (channels [0, C_h - 1]); the element
+// read is in value's buffer, as the table's rows are clamped into
+// [0, L - 1] and flat_rows keeps row * stride + c in an int32.
+Expr read_corner(const MsdaInputs &in, const CornerEntry &corners, const Expr &corner, const Expr &c, const Expr &h,
+                 const Expr &b) {
+    Expr by_row = in.value(c, h, corners.row(corner, in), b);
+    if (!in.flat_rows.defined()) return by_row;
+    Expr offset = field_as_int(corners.field(corner));
+    Expr by_offset = in.value(unsafe_promise_clamped(c + offset, 0, in.channels - 1), h, 0, b);
+    return select(in.flat_rows, by_offset, by_row);
 }
 
 Expr CornerEntry::field(const Expr &index) const {
@@ -226,9 +252,9 @@ ForwardPipeline build_forward(const MsdaInputs &in) {
     // whenever S has one sign; an infinite attention weight on a sample whose
     // corners have values of both signs gives NaN where a * S would be Inf.
     const CornerEntry corners{f.corners, f.layout, {p, l, v.h, v.q, v.b}};
-    Expr sample = corners.weight(0) * in.value(v.c, v.h, corners.row(0, in), v.b);
+    Expr sample = corners.weight(0) * read_corner(in, corners, 0, v.c, v.h, v.b);
     for (int corner = 1; corner < f.layout.corners; corner++) {
-        sample += corners.weight(corner) * in.value(v.c, v.h, corners.row(corner, in), v.b);
+        sample += corners.weight(corner) * read_corner(in, corners, corner, v.c, v.h, v.b);
     }
     f.accumulated = Func("accumulated");
     f.accumulated(v.c, v.h, v.q, v.b) = zero(in);
@@ -408,7 +434,7 @@ GradSamplePipeline build_grad_sample(const MsdaInputs &in, const Func &grad_outp
     f.corner_dots(corner, v.p, v.l, v.h, v.q, v.b) = zero(in);
     f.grad_rows = grad_rows(grad_output, v);
     Expr g = f.grad_rows(f.channel, v.h, v.q, v.b);
-    f.corner_dots(corner, v.p, v.l, v.h, v.q, v.b) += g * in.value(f.channel, v.h, corners.row(corner, in), v.b);
+    f.corner_dots(corner, v.p, v.l, v.h, v.q, v.b) += g * read_corner(in, corners, corner, f.channel, v.h, v.b);
     auto dot_of = [&](int k) { return f.corner_dots(k, v.p, v.l, v.h, v.q, v.b); };
 
     f.grads = Func("grads");

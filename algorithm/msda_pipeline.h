@@ -37,6 +37,14 @@ struct MsdaInputs {
     // The arithmetic's type: float32, or float64 for float64 storage (whose
     // locations are float64 too): compute_type_for.
     Halide::Type compute = Halide::Float(32);
+    // Optional (a bool run-time condition, which a schedule must specialize
+    // on where it is defined): the forward and the per-sample gradients
+    // address value's rows by element offset, row * row_stride, computed once per corner in its
+    // table, instead of multiplying each corner's row by the stride in the
+    // channel loop. The condition holds where every such offset plus a
+    // channel fits in an int32.
+    Halide::Expr flat_rows;
+    Halide::Expr row_stride;  // value's stride between rows, in elements
 };
 
 // The type a pipeline computes in for a storage type: float64 for float64,
@@ -50,6 +58,8 @@ struct MsdaVars {
     // MSDA's usual sampling (align_corners and border both off), a run-time
     // condition a schedule may specialize on; undefined for GKA.
     Halide::Expr usual_sampling;
+    // MsdaInputs::flat_rows, where defined: schedules specialize on it.
+    Halide::Expr flat_rows;
 };
 
 // Per-sample geometry of MSDA's bilinear samples, one Tuple per (p, l, h, q, b):
@@ -64,6 +74,7 @@ struct MsdaVars {
 //                  (so a non-finite weight there cannot turn 0 into NaN)
 //   [7] scale_x, [8] scale_y  d(pixel coordinate)/d(location), 0 when clamped
 //   [9..12] wx0, wx1, wy0, wy1  the axes' read weights
+//   [13] counts    int32 1 when the sample counts, else 0
 // Corners are read so that every read of a counting sample is inside its
 // level (algebra::BilinearAxis::lower_read): a corner inside the level is
 // read at its own row; the dots and weights of corners outside it are
@@ -80,7 +91,7 @@ Halide::Func nearest_geometry(const MsdaInputs &in, const MsdaVars &v, std::vect
 enum NearestField { kNearestRow, kNearestMask, kNearestAttention };
 enum GeometryField {
     kRowBase, kStepX, kStepY, kMask, kFx, kFy, kAttention, kScaleX, kScaleY,
-    kWeightX0, kWeightX1, kWeightY0, kWeightY1
+    kWeightX0, kWeightX1, kWeightY0, kWeightY1, kCounts
 };
 // The row corner `corner` of a geometry Tuple is read from.
 Halide::Expr geometry_read_row(const Halide::Tuple &geometry, const MsdaInputs &in, int corner);
@@ -91,11 +102,12 @@ Halide::Expr geometry_read_row(const Halide::Tuple &geometry, const MsdaInputs &
 // holds only the fields it reads (Halide computes every field of a table).
 // MSDA's tables:
 //   forward: 0-3 the rows the corners are read from (clamped into [0, L-1],
-//            int32 bits), 4-7 their read weights times the attention weight,
-//            8 the mask of corners inside the level (int32 bits)
+//            int32 bits; where MsdaInputs::flat_rows holds, those rows
+//            times value's row stride), 4-7 their read weights times the attention weight,
+//            8 1 when the sample counts, else 0 (int32 bits)
 //   scatter: the same with the read weights times the attention weight
 //            unguarded (a * w, NaN for a = Inf and w = 0, as a * w * g is)
-//   sample:  0-3 the rows, 4 the mask, 5 the attention weight, 6-7 the
+//   sample:  0-3 the rows (as the forward's), 4 the mask, 5 the attention weight, 6-7 the
 //            fractions fx, fy, 8-9 the gradient scales
 // GKA's tables have one corner: forward and scatter 0 the row, 1 the
 // attention weight (0 for a sample that does not count), 2 the mask; sample
@@ -124,6 +136,11 @@ struct CornerEntry {
     Halide::Expr attention() const;
     Halide::Expr field(const Halide::Expr &index) const;
 };
+
+// value(c, h, row, b) at a corner's row (by its element offset where
+// MsdaInputs::flat_rows holds, see table_row).
+Halide::Expr read_corner(const MsdaInputs &in, const CornerEntry &corners, const Halide::Expr &corner,
+                         const Halide::Expr &c, const Halide::Expr &h, const Halide::Expr &b);
 
 struct ForwardPipeline {
     MsdaVars vars;

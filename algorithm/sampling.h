@@ -66,21 +66,25 @@ inline BilinearAxis bilinear_axis(Expr normalized, const Expr &size, const Expr 
                                           normalized * extent - 0.5f));
     Expr finite = is_finite(normalized);
 
-    // The zeros-mode gate of the CUDA kernel: -1 < x < size.
+    // The zeros-mode gate of the CUDA kernel: -1 < x < size. Only a finite
+    // coordinate is inside it (the comparisons are false for NaN and the
+    // infinities), so zeros mode needs no separate finiteness test.
     Expr in_gate = coordinate > -1.0f && coordinate < extent;
-    Expr passes = finite && (border || in_gate);
+    Expr passes = select(border, finite, in_gate);
 
     // Border mode clamps first (torch grid_sample's border padding). A
     // location that fails is replaced by 0 before any float-to-int
-    // conversion, so NaN or huge values never reach one.
+    // conversion, so NaN or huge values never reach one. A coordinate that
+    // passes the zeros-mode gate is in (-1, size) already.
     passes = stage(passes, "passes_" + axis);
-    Expr safe = select(passes, coordinate, zero);
-    safe = stage(select(border, clamp(safe, zero, last), clamp(safe, cast(type, -1), extent)), "coordinate_" + axis);
+    Expr safe = stage(select(passes, select(border, clamp(coordinate, zero, last), coordinate), zero),
+                      "coordinate_" + axis);
     Expr lower_f = floor(safe);
     Expr lower = stage(cast<int32_t>(lower_f), "cell_" + axis);
-    Expr fraction = safe - cast(type, lower);
+    Expr fraction = safe - lower_f;
 
-    Expr lower_inside = lower >= 0 && lower <= size - 1;
+    // safe < size (zeros) or <= size - 1 (border): lower <= size - 1.
+    Expr lower_inside = lower >= 0;
     Expr upper_inside = lower + 1 <= size - 1;
 
     // grid_sample's rule in border mode: a clamped coordinate (borders

@@ -200,6 +200,21 @@ protected:
         return {.channels = channels, .levels = levels, .points = points};
     }
     schedules::Knobs target_knobs() { return schedules::knobs_for_target(this->get_target(), knobs.value()); }
+
+    // MsdaInputs::flat_rows, where the family's schedules specialize on it
+    // and the knobs ask for it (not under an autoscheduler, whose schedule
+    // would not): every row's offset row * stride + c in an int32.
+    void allow_flat_rows(MsdaInputs &in) {
+        if (this->using_autoscheduler() || !schedules::input_requirements(this->get_target()).flat_rows ||
+            !target_knobs().flat_rows) {
+            return;
+        }
+        // (In int32, without overflow, and in a form the simplifier keeps:
+        // the pipeline's selects on it fold away only where they match the
+        // specialization's condition.)
+        in.row_stride = value.dim(2).stride();
+        in.flat_rows = cast<uint32_t>(in.row_stride) < cast<uint32_t>((0x7fffffff - in.channels) / max(in.rows, 1) + 1);
+    }
 };
 
 class MsdaForward : public MsdaGeneratorBase<MsdaForward> {
@@ -213,6 +228,7 @@ public:
 
     void generate() {
         MsdaInputs in = declare_inputs();
+        allow_flat_rows(in);
         pipeline = build_forward(in);
         output = pipeline.output;
         if (channels > 0) output.dim(0).set_bounds(0, (int)channels);
@@ -296,6 +312,7 @@ public:
                                     : part == BackwardPart::attention_weights
                                         ? SampleGradients::attention_weights
                                         : SampleGradients::sampling_locations;
+            allow_flat_rows(in);
             sample_pipeline = build_grad_sample(in, grad_output_wide, which);
             Output<Func> &out = *grads_output;
             out = sample_pipeline.grads;

@@ -113,10 +113,12 @@ namespace {
 
 // The geometry's stages and the corner table of one (query, head), computed
 // at `head`: each field one vector over (p, l) (compile-time N_p and N_l),
-// dense as the per-sample inputs lie. Their buffers are allocated once per
-// task.
+// dense as the per-sample inputs lie (with table_levels > 0, the table's
+// vectors hold that many levels' points, Knobs::table_lanes). Their buffers
+// are allocated once per task.
 void tables_per_query_head(Func corners, const std::vector<Func> &stages, const Var &field, const MsdaVars &v,
-                           const LoopLevel &head, const LoopLevel &task, int fields) {
+                           const LoopLevel &head, const LoopLevel &task, int fields, int levels = 0,
+                           int table_levels = 0) {
     for (Func stage : stages) {
         stage.compute_at(head).hoist_storage(task).vectorize(v.p).vectorize(v.l);
     }
@@ -125,9 +127,42 @@ void tables_per_query_head(Func corners, const std::vector<Func> &stages, const 
         .bound(field, 0, fields)
         .reorder_storage(v.p, v.l, field, v.h, v.q, v.b)
         .reorder(v.p, v.l, field, v.h, v.q, v.b)
-        .vectorize(v.p)
-        .vectorize(v.l)
-        .unroll(field);
+        .vectorize(v.p);
+    if (table_levels == 1 && levels > 1) {
+        corners.unroll(v.l);
+    } else if (table_levels > 1 && table_levels < levels) {
+        // The last block shifted inwards where the levels are not a
+        // multiple (it recomputes a level, and reads no input beyond them).
+        Var level_block("level_block"), level("level");
+        corners.split(v.l, level_block, level, table_levels, TailStrategy::ShiftInwards)
+            .vectorize(level)
+            .unroll(level_block);
+    } else {
+        corners.vectorize(v.l);
+    }
+    corners.unroll(field);
+}
+
+// The lanes of a by-query corner table's vectors (Knobs::table_lanes).
+int table_lanes(const Target &target, const Knobs &knobs) {
+    return knobs.table_lanes > 0 ? knobs.table_lanes : target.natural_vector_size<float>();
+}
+
+// The forward's copies of its loops: one where value's rows are addressed
+// by element offsets (MsdaInputs::flat_rows; the other copy, for values too
+// large for int32 offsets, multiplies each row by the stride), and inside
+// it a second copy for align_corners and border both off, where the
+// geometry's selects on them fold away (the forward 4-5% faster; the
+// backward's passes did not gain, so they have one copy).
+void specialize_forward(ForwardPipeline &f, const Knobs &knobs) {
+    const MsdaVars &v = f.vars;
+    const bool usual = v.usual_sampling.defined() && knobs.specialize_usual;
+    if (v.flat_rows.defined()) {
+        Stage flat = f.output.specialize(v.flat_rows);
+        if (usual) flat.specialize(v.usual_sampling);
+    } else if (usual) {
+        f.output.specialize(v.usual_sampling);
+    }
 }
 
 // The forward with compile-time N_l and N_p: one task per run of queries of
@@ -151,14 +186,15 @@ void schedule_forward_by_query(const Target &target, ForwardPipeline &f, const S
 
     const LoopLevel head(f.output, v.h);
     const bool whole_vectors = sizes.channels > 0 && sizes.channels % width == 0 && knobs.unroll_channels;
-    // The tables, and a second copy of the loops for align_corners and
-    // border both off, where the geometry's selects on them fold away (the
-    // forward 4-5% faster; the backward's passes did not gain, so they have
-    // one copy): the last of either walk.
+    // The tables and the copies of the loops (specialize_forward): the last
+    // of either walk.
     const auto tables_and_usual_copy = [&] {
-        tables_per_query_head(f.corners, f.geometry_stages, f.field, v, head, LoopLevel(f.output, task),
-                              f.layout.fields);
-        if (v.usual_sampling.defined() && knobs.specialize_usual) f.output.specialize(v.usual_sampling);
+        // The geometry's stages inlined: LLVM shares what the table's
+        // fields have in common, and storing the stages (their bools as
+        // bytes) cost more than half of the table's instructions.
+        tables_per_query_head(f.corners, {}, f.field, v, head, LoopLevel(f.output, task), f.layout.fields,
+                              sizes.levels, std::max(1, table_lanes(target, knobs) / sizes.points));
+        specialize_forward(f, knobs);
     };
     if (!knobs.point_sums) {
         // One sum for every sample of the (query, head), in (level, point)
@@ -267,8 +303,10 @@ void schedule_grad_sample_by_query(const Target &target, GradSamplePipeline &f, 
         .vectorize(v.l);
     const LoopLevel head(f.grads, v.h);
     corner_dots_by_lanes(f, sizes, knobs, width, head, {v.p, v.l});
-    tables_per_query_head(f.corners, f.geometry_stages, f.field, v, head, LoopLevel(f.grads, task),
-                          f.layout.fields);
+    // As the forward's: the geometry's stages inlined.
+    tables_per_query_head(f.corners, {}, f.field, v, head, LoopLevel(f.grads, task), f.layout.fields, sizes.levels,
+                          std::max(1, table_lanes(target, knobs) / sizes.points));
+    if (v.flat_rows.defined()) f.grads.specialize(v.flat_rows);
     // The (query, head)'s row of grad_output.
     f.grad_rows.compute_at(head);
     vectorize_channels(f.grad_rows, v.c, width, sizes.channels);
@@ -323,8 +361,7 @@ void schedule_forward(const Target &target, ForwardPipeline &f, const Specializa
     const LoopLevel at_tile(f.accumulated, query_tile);
     corner_table_per_tile(f.corners, f.geometry_stages, f.field, v, at_tile, LoopLevel(f.output, task), width,
                           knobs.query_tile, f.layout.fields);
-    // As in the by-query forward: a copy for align_corners and border off.
-    if (v.usual_sampling.defined() && knobs.specialize_usual) f.output.specialize(v.usual_sampling);
+    specialize_forward(f, knobs);
 }
 
 void schedule_grad_value(const Target &target, GradValuePipeline &f, const Specialization &sizes, const Knobs &knobs) {
@@ -422,6 +459,7 @@ void schedule_grad_sample(const Target &target, GradSamplePipeline &f, const Spe
     // The run's rows of grad_output for the head, loaded once for all levels.
     f.grad_rows.compute_at(f.grads, v.h).hoist_storage(LoopLevel(f.grads, task));
     vectorize_channels(f.grad_rows, v.c, width, sizes.channels);
+    if (v.flat_rows.defined()) f.grads.specialize(v.flat_rows);
 }
 
 void schedule_relayout(const Target &target, Func out, const Var &c, const Var &h, const Var &row, const Var &b,
@@ -446,5 +484,5 @@ namespace msda::schedules {
 // The by-query walk reads each query's N_l * N_p samples as one vector:
 // their (l, p) block must be dense.
 const FamilySchedules kCpuSchedules = {&cpu::schedule_forward, &cpu::schedule_grad_value, &cpu::schedule_grad_sample,
-                                       &cpu::schedule_relayout, {.dense_samples = true}};
+                                       &cpu::schedule_relayout, {.dense_samples = true, .flat_rows = true}};
 }  // namespace msda::schedules

@@ -57,8 +57,14 @@ const std::vector<KnobSpec> &knob_specs() {
          "by-query forward: one running sum per point, added at the end (1), or one sum for every sample (0)"},
         {"specialize_usual", Family::cpu, &Knobs::specialize_usual, 0, 1, false, false,
          "forward: a second copy of the loops for align_corners and border both off (1)"},
+        {"flat_rows", Family::cpu, &Knobs::flat_rows, 0, 1, false, false,
+         "forward and per-sample gradients: value's rows addressed by int32 element offsets from the corner "
+         "table (1), or each row times the stride in the channel loop (0)"},
         {"unroll_channels", Family::cpu, &Knobs::unroll_channels, 0, 1, false, false,
          "unroll a channel loop of whole vectors (compile-time C_h a multiple of the width)"},
+        {"table_lanes", Family::cpu, &Knobs::table_lanes, 4, 64, true, true,
+         "by-query forward and per-sample gradients: lanes of the corner table's vectors, whole levels of points "
+         "(0: the target's natural width)"},
         {"points_inner", Family::cpu, &Knobs::points_inner, 0, 1, false, false,
          "by-level forward: a tile's loop order, points innermost (1) or queries innermost (0)"},
         {"channel_threads", Family::gpu, &Knobs::channel_threads, 1, 1024, true, false,

@@ -43,8 +43,10 @@ struct Knobs {
     int dot_lanes = 0;         // lanes of the corner dots' partial sums (0: the vector width; GKA at most 8)
     int point_sums = 1;        // by-query forward: a running sum per point, added at the end (1) or one sum (0)
     int specialize_usual = 1;  // forward: a second copy of the loops for align_corners and border off
+    int flat_rows = 1;         // forward, per-sample gradients: value's rows addressed by int32 element offsets from the corner table
     int unroll_channels = 1;   // unroll a channel loop of whole vectors (compile-time C_h)
     int points_inner = 0;      // by-level forward: points innermost in a tile (1) or queries (0)
+    int table_lanes = 0;       // by-query forward, per-sample gradients: lanes of the corner table's vectors (0: the target's natural width)
     // GPU family.
     int channel_threads = 32;     // threads of a block along channels
     int query_threads = 8;        // queries of a forward (and atomic scatter) block

@@ -39,6 +39,10 @@ struct InputRequirements {
     // per-sample tensors (sampling_locations, attention_weights and their
     // gradients) to their canonical, dense order.
     bool dense_samples = false;
+    // The forward's schedules specialize on MsdaInputs::flat_rows (value's
+    // rows addressed by element offsets from the corner table) where the
+    // knobs ask for it (Knobs::flat_rows).
+    bool flat_rows = false;
 };
 InputRequirements input_requirements(const Halide::Target &target);
 

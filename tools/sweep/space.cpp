@@ -29,7 +29,8 @@ Space Space::for_kernel(Kernel kernel, const std::set<Walk> &walks, Family famil
         }
         return space;
     }
-    // The vector widths around the natural one; the natural one is 0.
+    // The vector widths around the natural one (the natural one is 0), for
+    // the channel loops and the by-query tables.
     std::vector<int> widths;
     for (int width : {4, 8, 16, 32}) widths.push_back(width == natural_width ? 0 : width);
     v["vector_width"] = widths;
@@ -45,7 +46,11 @@ Space Space::for_kernel(Kernel kernel, const std::set<Walk> &walks, Family famil
         v["query_tile"] = {4, 8, 16, 32, 64};
         v["tasks_per_batch"] = tasks_per_batch;
         v["specialize_usual"] = {0, 1};
-        if (by_query) v["point_sums"] = {0, 1};
+        v["flat_rows"] = {0, 1};
+        if (by_query) {
+            v["point_sums"] = {0, 1};
+            v["table_lanes"] = widths;
+        }
         if (by_level) v["points_inner"] = {0, 1};
         break;
     case Kernel::grad_value:
@@ -59,6 +64,8 @@ Space Space::for_kernel(Kernel kernel, const std::set<Walk> &walks, Family famil
         v["query_tile"] = {4, 8, 16, 32, 64};
         v["tasks_per_batch"] = tasks_per_batch;
         v["dot_lanes"] = {0, 4, 8, 16};
+        v["flat_rows"] = {0, 1};
+        if (by_query) v["table_lanes"] = widths;
         break;
     }
     return space;
