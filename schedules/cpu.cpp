@@ -148,6 +148,12 @@ int table_lanes(const Target &target, const Knobs &knobs) {
     return knobs.table_lanes > 0 ? knobs.table_lanes : target.natural_vector_size<float>();
 }
 
+// The geometry's stages a by-query table computes first (Knobs::table_stages),
+// or none: inlined into its fields.
+std::vector<Func> table_stages(const std::vector<Func> &stages, const Knobs &knobs) {
+    return knobs.table_stages ? stages : std::vector<Func>{};
+}
+
 // The forward's copies of its loops: one where value's rows are addressed
 // by element offsets (MsdaInputs::flat_rows; the other copy, for values too
 // large for int32 offsets, multiplies each row by the stride), and inside
@@ -189,11 +195,13 @@ void schedule_forward_by_query(const Target &target, ForwardPipeline &f, const S
     // The tables and the copies of the loops (specialize_forward): the last
     // of either walk.
     const auto tables_and_usual_copy = [&] {
-        // The geometry's stages inlined: LLVM shares what the table's
-        // fields have in common, and storing the stages (their bools as
-        // bytes) cost more than half of the table's instructions.
-        tables_per_query_head(f.corners, {}, f.field, v, head, LoopLevel(f.output, task), f.layout.fields,
-                              sizes.levels, std::max(1, table_lanes(target, knobs) / sizes.points));
+        // The geometry's stages inlined (Knobs::table_stages 0): LLVM
+        // shares what the table's fields have in common, and storing the
+        // stages (their bools as bytes) cost more than half of the table's
+        // instructions on avx2.
+        tables_per_query_head(f.corners, table_stages(f.geometry_stages, knobs), f.field, v, head,
+                              LoopLevel(f.output, task), f.layout.fields, sizes.levels,
+                              std::max(1, table_lanes(target, knobs) / sizes.points));
         specialize_forward(f, knobs);
     };
     if (!knobs.point_sums) {
@@ -303,8 +311,9 @@ void schedule_grad_sample_by_query(const Target &target, GradSamplePipeline &f, 
         .vectorize(v.l);
     const LoopLevel head(f.grads, v.h);
     corner_dots_by_lanes(f, sizes, knobs, width, head, {v.p, v.l});
-    // As the forward's: the geometry's stages inlined.
-    tables_per_query_head(f.corners, {}, f.field, v, head, LoopLevel(f.grads, task), f.layout.fields, sizes.levels,
+    // As the forward's tables.
+    tables_per_query_head(f.corners, table_stages(f.geometry_stages, knobs), f.field, v, head,
+                          LoopLevel(f.grads, task), f.layout.fields, sizes.levels,
                           std::max(1, table_lanes(target, knobs) / sizes.points));
     if (v.flat_rows.defined()) f.grads.specialize(v.flat_rows);
     // The (query, head)'s row of grad_output.

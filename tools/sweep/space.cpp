@@ -50,6 +50,7 @@ Space Space::for_kernel(Kernel kernel, const std::set<Walk> &walks, Family famil
         if (by_query) {
             v["point_sums"] = {0, 1};
             v["table_lanes"] = widths;
+            v["table_stages"] = {0, 1};
         }
         if (by_level) v["points_inner"] = {0, 1};
         break;
@@ -65,7 +66,10 @@ Space Space::for_kernel(Kernel kernel, const std::set<Walk> &walks, Family famil
         v["tasks_per_batch"] = tasks_per_batch;
         v["dot_lanes"] = {0, 4, 8, 16};
         v["flat_rows"] = {0, 1};
-        if (by_query) v["table_lanes"] = widths;
+        if (by_query) {
+            v["table_lanes"] = widths;
+            v["table_stages"] = {0, 1};
+        }
         break;
     }
     return space;
