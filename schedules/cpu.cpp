@@ -111,14 +111,24 @@ Expr queries_per_task(const MsdaVars &v, const Knobs &knobs) {
 
 namespace {
 
-// The geometry's stages and the corner table of one (query, head), computed
-// at `head`: each field one vector over (p, l) (compile-time N_p and N_l),
-// dense as the per-sample inputs lie (with table_levels > 0, the table's
-// vectors hold that many levels' points, Knobs::table_lanes). Their buffers
-// are allocated once per task.
-void tables_per_query_head(Func corners, const std::vector<Func> &stages, const Var &field, const MsdaVars &v,
-                           const LoopLevel &head, const LoopLevel &task, int fields, int levels = 0,
-                           int table_levels = 0) {
+// The lanes of a by-query corner table's vectors (Knobs::table_lanes).
+int table_lanes(const Target &target, const Knobs &knobs) {
+    return knobs.table_lanes > 0 ? knobs.table_lanes : target.natural_vector_size<float>();
+}
+
+// The geometry's stages and the corner table of one (query, head) of a
+// by-query walk (forward, per-sample gradients, scatter), computed at
+// `head`: each field a vector over (p, l) (compile-time N_p and N_l), dense
+// as the per-sample inputs lie, Knobs::table_lanes lanes a vector (whole
+// levels' points; all N_l * N_p at once where that many lanes or more). The
+// stages are stored first only where Knobs::table_stages asks (inlined,
+// LLVM shares what the fields have in common; stored, their bools travel
+// as bytes). Their buffers are allocated once per task.
+void tables_per_query_head(const Target &target, Func corners, const std::vector<Func> &geometry_stages,
+                           const Var &field, const MsdaVars &v, const LoopLevel &head, const LoopLevel &task,
+                           int fields, const Specialization &sizes, const Knobs &knobs) {
+    const int levels = sizes.levels, table_levels = std::max(1, table_lanes(target, knobs) / sizes.points);
+    const std::vector<Func> stages = knobs.table_stages ? geometry_stages : std::vector<Func>{};
     for (Func stage : stages) {
         stage.compute_at(head).hoist_storage(task).vectorize(v.p).vectorize(v.l);
     }
@@ -141,17 +151,6 @@ void tables_per_query_head(Func corners, const std::vector<Func> &stages, const 
         corners.vectorize(v.l);
     }
     corners.unroll(field);
-}
-
-// The lanes of a by-query corner table's vectors (Knobs::table_lanes).
-int table_lanes(const Target &target, const Knobs &knobs) {
-    return knobs.table_lanes > 0 ? knobs.table_lanes : target.natural_vector_size<float>();
-}
-
-// The geometry's stages a by-query table computes first (Knobs::table_stages),
-// or none: inlined into its fields.
-std::vector<Func> table_stages(const std::vector<Func> &stages, const Knobs &knobs) {
-    return knobs.table_stages ? stages : std::vector<Func>{};
 }
 
 // The forward's copies of its loops: one where value's rows are addressed
@@ -195,13 +194,8 @@ void schedule_forward_by_query(const Target &target, ForwardPipeline &f, const S
     // The tables and the copies of the loops (specialize_forward): the last
     // of either walk.
     const auto tables_and_usual_copy = [&] {
-        // The geometry's stages inlined (Knobs::table_stages 0): LLVM
-        // shares what the table's fields have in common, and storing the
-        // stages (their bools as bytes) cost more than half of the table's
-        // instructions on avx2.
-        tables_per_query_head(f.corners, table_stages(f.geometry_stages, knobs), f.field, v, head,
-                              LoopLevel(f.output, task), f.layout.fields, sizes.levels,
-                              std::max(1, table_lanes(target, knobs) / sizes.points));
+        tables_per_query_head(target, f.corners, f.geometry_stages, f.field, v, head, LoopLevel(f.output, task),
+                              f.layout.fields, sizes, knobs);
         specialize_forward(f, knobs);
     };
     if (!knobs.point_sums) {
@@ -312,9 +306,8 @@ void schedule_grad_sample_by_query(const Target &target, GradSamplePipeline &f, 
     const LoopLevel head(f.grads, v.h);
     corner_dots_by_lanes(f, sizes, knobs, width, head, {v.p, v.l});
     // As the forward's tables.
-    tables_per_query_head(f.corners, table_stages(f.geometry_stages, knobs), f.field, v, head,
-                          LoopLevel(f.grads, task), f.layout.fields, sizes.levels,
-                          std::max(1, table_lanes(target, knobs) / sizes.points));
+    tables_per_query_head(target, f.corners, f.geometry_stages, f.field, v, head, LoopLevel(f.grads, task),
+                          f.layout.fields, sizes, knobs);
     if (v.flat_rows.defined()) f.grads.specialize(v.flat_rows);
     // The (query, head)'s row of grad_output.
     f.grad_rows.compute_at(head);
@@ -403,8 +396,8 @@ void schedule_grad_value(const Target &target, GradValuePipeline &f, const Speci
         scatter.reorder(v.c, corner, point, level, query, v.h, v.b).fuse(v.h, v.b, slice).parallel(slice);
         scatter.unroll(point).unroll(level);
         const LoopLevel at_query(f.grad_value, query);
-        tables_per_query_head(f.corners, f.geometry_stages, f.field, v, at_query, LoopLevel(f.grad_value, slice),
-                              f.layout.fields);
+        tables_per_query_head(target, f.corners, f.geometry_stages, f.field, v, at_query,
+                              LoopLevel(f.grad_value, slice), f.layout.fields, sizes, knobs);
         f.grad_rows.compute_at(at_query);
     } else {
         // Per slice, runs of queries; inside a run, level by level (one

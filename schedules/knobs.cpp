@@ -63,10 +63,10 @@ const std::vector<KnobSpec> &knob_specs() {
         {"unroll_channels", Family::cpu, &Knobs::unroll_channels, 0, 1, false, false,
          "unroll a channel loop of whole vectors (compile-time C_h a multiple of the width)"},
         {"table_stages", Family::cpu, &Knobs::table_stages, 0, 1, false, false,
-         "by-query forward and per-sample gradients: the geometry's stages stored once per (query, head) (1), or "
-         "inlined into the corner table's fields (0)"},
+         "by-query walks (forward, scatter, per-sample gradients): the geometry's stages stored once per (query, "
+         "head) (1), or inlined into the corner table's fields (0)"},
         {"table_lanes", Family::cpu, &Knobs::table_lanes, 4, 64, true, true,
-         "by-query forward and per-sample gradients: lanes of the corner table's vectors, whole levels of points "
+         "by-query walks (forward, scatter, per-sample gradients): lanes of the corner table's vectors, whole levels of points "
          "(0: the target's natural width)"},
         {"points_inner", Family::cpu, &Knobs::points_inner, 0, 1, false, false,
          "by-level forward: a tile's loop order, points innermost (1) or queries innermost (0)"},

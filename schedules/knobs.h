@@ -46,8 +46,8 @@ struct Knobs {
     int flat_rows = 1;         // forward, per-sample gradients: value's rows addressed by int32 element offsets from the corner table
     int unroll_channels = 1;   // unroll a channel loop of whole vectors (compile-time C_h)
     int points_inner = 0;      // by-level forward: points innermost in a tile (1) or queries (0)
-    int table_stages = 0;      // by-query forward, per-sample gradients: the geometry's stages stored per (query, head) (1) or inlined (0)
-    int table_lanes = 0;       // by-query forward, per-sample gradients: lanes of the corner table's vectors (0: the target's natural width)
+    int table_stages = 0;      // by-query walks: the geometry's stages stored per (query, head) (1) or inlined (0)
+    int table_lanes = 0;       // by-query walks: lanes of the corner table's vectors (0: the target's natural width)
     // GPU family.
     int channel_threads = 32;     // threads of a block along channels
     int query_threads = 8;        // queries of a forward (and atomic scatter) block

@@ -56,6 +56,10 @@ Space Space::for_kernel(Kernel kernel, const std::set<Walk> &walks, Family famil
         break;
     case Kernel::grad_value:
         v["fill_rows"] = {32, 64, 128, 256, 512, 1024, 4096};
+        if (by_query) {
+            v["table_lanes"] = widths;
+            v["table_stages"] = {0, 1};
+        }
         if (by_level) {
             v["query_tile"] = {4, 8, 16, 32, 64};
             v["l2_bytes"] = {262144, 524288, 1048576, 0, 4194304};
