@@ -9,7 +9,8 @@
 // (Options::sample_order): by level (head by head, level by level over
 // tiles of queries, the per-sample tables vectorised across a tile's
 // queries) for any sizes, and by query (query by query, a (query, head)'s
-// levels and points as one vector) for compile-time N_l and N_p. README's
+// levels and points in dense vectors, Knobs::table_lanes lanes each) for
+// compile-time N_l and N_p. README's
 // Performance section says where each one's time goes.
 #include "schedules.h"
 
@@ -176,7 +177,8 @@ void specialize_forward(ForwardPipeline &f, const Knobs &knobs) {
 // query's whole row), output is written row by row, and value is read in
 // its own layout (no head-major copy: a query's heads sample the same
 // neighbourhood, whose rows hold every head). A (query, head)'s N_l * N_p
-// samples are one vector through the geometry and the corner table; their
+// samples go through the geometry and the corner table in dense vectors
+// (tables_per_query_head); their
 // sums over channels stay in registers until output is written.
 void schedule_forward_by_query(const Target &target, ForwardPipeline &f, const Specialization &sizes, const Knobs &knobs) {
     const MsdaVars &v = f.vars;
@@ -288,8 +290,8 @@ void corner_dots_by_lanes(GradSamplePipeline &f, const Specialization &sizes, co
 
 // The per-sample gradients with compile-time N_l and N_p, walked as the
 // by-query forward walks: query by query, head by head, a (query, head)'s
-// samples one vector through the geometry, the corner table and the
-// gradients' arithmetic (written as dense vectors), value read in its own
+// samples in dense vectors through the geometry, the corner table
+// (tables_per_query_head) and the gradients' arithmetic, value read in its own
 // layout.
 void schedule_grad_sample_by_query(const Target &target, GradSamplePipeline &f, const Specialization &sizes, const Knobs &knobs) {
     const MsdaVars &v = f.vars;
@@ -387,8 +389,8 @@ void schedule_grad_value(const Target &target, GradValuePipeline &f, const Speci
     RVar corner = f.scatter[0], point = f.scatter[1], level = f.scatter[2], query = f.scatter[3];
     if (sizes.points > 0) {
         // Compile-time N_l and N_p: per slice, query by query, as the
-        // by-query forward walks; a query's samples one vector through the
-        // geometry and the corner table (dense loads of its locations and
+        // by-query forward walks; a query's samples in dense vectors through
+        // the geometry and the corner table (dense loads of its locations and
         // weights, no gathers), then its samples' corners added into the
         // slice's rows, every level and point unrolled. Each row's
         // contributions come in the same order as by level (a row belongs to
@@ -483,7 +485,7 @@ void schedule_relayout(const Target &target, Func out, const Var &c, const Var &
 }  // namespace msda::schedules::cpu
 
 namespace msda::schedules {
-// The by-query walk reads each query's N_l * N_p samples as one vector:
+// The by-query walk reads each query's N_l * N_p samples in dense vectors:
 // their (l, p) block must be dense.
 const FamilySchedules kCpuSchedules = {&cpu::schedule_forward, &cpu::schedule_grad_value, &cpu::schedule_grad_sample,
                                        &cpu::schedule_relayout, {.dense_samples = true, .flat_rows = true}};

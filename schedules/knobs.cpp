@@ -66,8 +66,8 @@ const std::vector<KnobSpec> &knob_specs() {
          "by-query walks (forward, scatter, per-sample gradients): the geometry's stages stored once per (query, "
          "head) (1), or inlined into the corner table's fields (0)"},
         {"table_lanes", Family::cpu, &Knobs::table_lanes, 4, 64, true, true,
-         "by-query walks (forward, scatter, per-sample gradients): lanes of the corner table's vectors, whole levels of points "
-         "(0: the target's natural width)"},
+         "by-query walks (forward, scatter, per-sample gradients): lanes of the corner table's vectors, whole "
+         "levels of points (0: the target's natural width)"},
         {"points_inner", Family::cpu, &Knobs::points_inner, 0, 1, false, false,
          "by-level forward: a tile's loop order, points innermost (1) or queries innermost (0)"},
         {"channel_threads", Family::gpu, &Knobs::channel_threads, 1, 1024, true, false,
