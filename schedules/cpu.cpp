@@ -200,7 +200,11 @@ void schedule_forward_by_query(const Target &target, ForwardPipeline &f, const S
                               f.layout.fields, sizes, knobs);
         specialize_forward(f, knobs);
     };
-    if (!knobs.point_sums) {
+    // The running sums the points take turns adding into (Knobs::point_sums):
+    // one per point, fewer, or one.
+    const int points = sizes.points, asked = knobs.point_sums == 0 ? points : std::min(knobs.point_sums, points);
+    const int sums = points % asked == 0 ? asked : points;
+    if (sums == 1) {
         // One sum for every sample of the (query, head), in (level, point)
         // order.
         f.accumulated.compute_at(head);
@@ -215,22 +219,33 @@ void schedule_forward_by_query(const Target &target, ForwardPipeline &f, const S
         tables_and_usual_copy();
         return;
     }
-    // One running sum per point (rfactor), each over the levels, then the
-    // points' sums added: a sample's multiply-adds chain into its point's
-    // sum, so the points' chains overlap (one sum for all sixteen samples
-    // made the forward wait on multiply-add latency).
+    // Several running sums (rfactor), point p adding into sum p % sums, each
+    // over the levels, then the sums added: a sample's multiply-adds chain
+    // into its sum, so the sums' chains overlap (one sum for all sixteen
+    // samples made the forward wait on multiply-add latency), while all of
+    // them and a sample's weights stay in registers (a sum per point at
+    // C_h = 32 is sixteen AVX2 vectors, and spilled).
     Var point("point");
-    Func by_point = f.accumulated.update().rfactor(f.sum_over.x, point);
+    RVar turn("turn"), sum_of("sum_of");
+    Func by_point = sums == points ? f.accumulated.update().rfactor(f.sum_over.x, point)
+                                   : f.accumulated.update()
+                                         .split(f.sum_over.x, turn, sum_of, sums)
+                                         .rfactor(sum_of, point);
     f.accumulated.compute_at(head);
     vectorize_channels(f.accumulated, v.c, width, sizes.channels);
     Stage accumulate = f.accumulated.update();
-    accumulate.reorder(v.c, f.sum_over.x).unroll(f.sum_over.x);
+    const RVar sums_added = sums == points ? RVar(f.sum_over.x) : sum_of;
+    accumulate.reorder(v.c, sums_added).unroll(sums_added);
     vectorize_channels(accumulate, v.c, width, sizes.channels);
-    by_point.compute_at(head).bound(point, 0, sizes.points).reorder_storage(v.c, point).reorder(v.c, point);
+    by_point.compute_at(head).bound(point, 0, sums).reorder_storage(v.c, point).reorder(v.c, point);
     vectorize_channels(by_point, v.c, width, sizes.channels);
     by_point.unroll(point);
     Stage by_point_update = by_point.update();
-    by_point_update.reorder(v.c, point, f.sum_over.y).unroll(point);
+    if (sums == points) {
+        by_point_update.reorder(v.c, point, f.sum_over.y).unroll(point);
+    } else {
+        by_point_update.reorder(v.c, point, turn, f.sum_over.y).unroll(point).unroll(turn);
+    }
     vectorize_channels(by_point_update, v.c, width, sizes.channels);
     if (whole_vectors) {
         f.accumulated.unroll(v.c);

@@ -53,8 +53,9 @@ const std::vector<KnobSpec> &knob_specs() {
          "rows a task of grad_value's zero fill and of the half-precision rounding"},
         {"dot_lanes", Family::cpu, &Knobs::dot_lanes, 1, 64, true, true,
          "lanes of the per-sample gradients' corner-dot partial sums (0: the vector width; GKA at most 8)"},
-        {"point_sums", Family::cpu, &Knobs::point_sums, 0, 1, false, false,
-         "by-query forward: one running sum per point, added at the end (1), or one sum for every sample (0)"},
+        {"point_sums", Family::cpu, &Knobs::point_sums, 1, 64, true, true,
+         "by-query forward: running sums the points take turns adding into, added at the end (0, or a count that "
+         "does not divide N_p: one per point; 1: one sum for every sample)"},
         {"specialize_usual", Family::cpu, &Knobs::specialize_usual, 0, 1, false, false,
          "forward: a second copy of the loops for align_corners and border both off (1)"},
         {"flat_rows", Family::cpu, &Knobs::flat_rows, 0, 1, false, false,

@@ -41,7 +41,7 @@ struct Knobs {
     int l2_bytes = 0;          // the L2 budget: the by-level scatter's run of queries (0: the family's core)
     int fill_rows = 256;       // rows a task of grad_value's zero fill and of the half-precision rounding
     int dot_lanes = 0;         // lanes of the corner dots' partial sums (0: the vector width; GKA at most 8)
-    int point_sums = 1;        // by-query forward: a running sum per point, added at the end (1) or one sum (0)
+    int point_sums = 0;        // by-query forward: running sums the points take turns in (0: one per point)
     int specialize_usual = 1;  // forward: a second copy of the loops for align_corners and border off
     int flat_rows = 1;         // forward, per-sample gradients: value's rows addressed by int32 element offsets from the corner table
     int unroll_channels = 1;   // unroll a channel loop of whole vectors (compile-time C_h)

@@ -48,7 +48,7 @@ Space Space::for_kernel(Kernel kernel, const std::set<Walk> &walks, Family famil
         v["specialize_usual"] = {0, 1};
         v["flat_rows"] = {0, 1};
         if (by_query) {
-            v["point_sums"] = {0, 1};
+            v["point_sums"] = {0, 1, 2};
             v["table_lanes"] = widths;
             v["table_stages"] = {0, 1};
         }
