@@ -8,8 +8,8 @@
 # class without one keeps its family's defaults. `msda sweep` rewrites the
 # rows of the class and schedules it swept, and keeps the others.
 
-# msda sweep 2026-12-06 on AMD EPYC: G 1.02x M0 1.11x the shipped speed (was: vector_width=16 tasks_per_batch=128 specialize_usual=0)
-msda_tuned(avx2 forward vector_width=16 tasks_per_batch=128 table_lanes=16)
+# msda sweep 2026-12-06 on AMD EPYC: G 1.08x M0 1.06x the shipped speed (was: vector_width=16 tasks_per_batch=128 table_lanes=16)
+msda_tuned(avx2 forward vector_width=16 tasks_per_batch=128 point_sums=2 table_lanes=8)
 # msda sweep 2026-12-03 on AMD EPYC: G 1.09x M0 1.13x the shipped speed (was: family defaults)
 msda_tuned(avx2 grad_value unroll_channels=0)
 # msda sweep 2026-12-06 on AMD EPYC: G 1.01x M0 1.17x the shipped speed (was: query_tile=32)
@@ -26,3 +26,5 @@ msda_tuned(avx512_zen4 forward vector_width=32 query_tile=32 tasks_per_batch=32 
 msda_tuned(avx512_zen4 grad_value unroll_channels=0)
 # msda sweep 2026-12-06 on AMD EPYC: G 1.00x M0 1.14x the shipped speed (was: vector_width=32 query_tile=32 tasks_per_batch=128 dot_lanes=16)
 msda_tuned(avx512_zen4 grad_sample vector_width=32 query_tile=32 tasks_per_batch=128 dot_lanes=16 table_lanes=8)
+# msda sweep 2026-12-06 on AMD EPYC: G 1.02x M0 1.03x the shipped speed (was: family defaults)
+msda_tuned(x86-64 forward point_sums=2)
