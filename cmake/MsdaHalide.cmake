@@ -189,6 +189,34 @@ if ("thread" IN_LIST MSDA_SANITIZE)
     set(_msda_sanitizer_suffix "-tsan")
 endif ()
 
+# MSDA_KERNELS_ROOT: a built tree of the same family (normally build/,
+# without a sanitizer and with MSDA_VARIANT_SET=full) whose generated
+# libraries this tree links for the rows it does not generate itself
+# (MSDA_VARIANT_SET, generators/CMakeLists.txt): the wheel test links all of
+# build/'s, and the asan tree build/'s GKA, half-precision and float64 rows
+# beside its own instrumented float32 ones, instead of generating them
+# again. Each of this tree's CPU targets must be one of that tree's, whose
+# multi-target code then runs the tier this tree's CPU check picks.
+set(MSDA_KERNELS_ROOT "" CACHE PATH "A built tree whose generated libraries this tree links for the rows it does not generate")
+if (MSDA_KERNELS_ROOT)
+    if (NOT EXISTS "${MSDA_KERNELS_ROOT}/CMakeCache.txt")
+        message(FATAL_ERROR "MSDA_KERNELS_ROOT: ${MSDA_KERNELS_ROOT} is not a configured build tree (build it first)")
+    endif ()
+    load_cache("${MSDA_KERNELS_ROOT}" READ_WITH_PREFIX _msda_kernels_ ${_msda_tier_variable} MSDA_SANITIZE
+               MSDA_VARIANT_SET)
+    if (_msda_kernels_MSDA_SANITIZE OR NOT _msda_kernels_MSDA_VARIANT_SET STREQUAL "full")
+        message(FATAL_ERROR "MSDA_KERNELS_ROOT: ${MSDA_KERNELS_ROOT} must generate every row without a sanitizer "
+                            "(it has MSDA_SANITIZE=\"${_msda_kernels_MSDA_SANITIZE}\", "
+                            "MSDA_VARIANT_SET=${_msda_kernels_MSDA_VARIANT_SET})")
+    endif ()
+    foreach (target IN LISTS MSDA_CPU_TARGETS)
+        if (NOT target IN_LIST _msda_kernels_${_msda_tier_variable})
+            message(FATAL_ERROR "MSDA_KERNELS_ROOT: ${MSDA_KERNELS_ROOT} has no ${target} code "
+                                "(its ${_msda_tier_variable}: ${_msda_kernels_${_msda_tier_variable}})")
+        endif ()
+    endforeach ()
+endif ()
+
 set(_msda_runtime_targets "")
 foreach (target IN LISTS MSDA_CPU_TARGETS)
     list(APPEND _msda_runtime_targets ${target}${_msda_sanitizer_suffix})
@@ -286,12 +314,17 @@ function(msda_variant NAME OP KIND DTYPE LOCATIONS CHANNELS LEVELS POINTS FAMILY
     set_property(GLOBAL PROPERTY MSDA_VARIANT_KEY_${key_id} ${NAME})
     set_property(GLOBAL APPEND PROPERTY MSDA_VARIANT_ROWS ${NAME})
 
-    # This tree's rows: its set, and the GPU families it builds.
-    if (SET STREQUAL "full" AND NOT MSDA_VARIANT_SET STREQUAL "full")
-        return()
-    endif ()
+    # This tree's rows: the GPU families it builds, and its set (the others
+    # from MSDA_KERNELS_ROOT, or none).
     if ((FAMILY STREQUAL "opencl" AND NOT MSDA_OPENCL) OR (FAMILY STREQUAL "cuda" AND NOT MSDA_CUDA))
         return()
+    endif ()
+    set(imported FALSE)
+    if (MSDA_VARIANT_SET STREQUAL "none" OR (SET STREQUAL "full" AND MSDA_VARIANT_SET STREQUAL "concurrency"))
+        if (NOT MSDA_KERNELS_ROOT)
+            return()
+        endif ()
+        set(imported TRUE)
     endif ()
 
     if (FAMILY STREQUAL "opencl")
@@ -304,6 +337,25 @@ function(msda_variant NAME OP KIND DTYPE LOCATIONS CHANNELS LEVELS POINTS FAMILY
     endif ()
     if (_msda_sanitizer_suffix)
         list(TRANSFORM targets APPEND "${_msda_sanitizer_suffix}")
+    endif ()
+    if (imported)
+        set(library "${MSDA_KERNELS_ROOT}/generators/${CMAKE_STATIC_LIBRARY_PREFIX}${NAME}${CMAKE_STATIC_LIBRARY_SUFFIX}")
+        if (NOT EXISTS "${library}" OR NOT EXISTS "${MSDA_KERNELS_ROOT}/generators/${NAME}.h")
+            message(FATAL_ERROR "${row}: MSDA_KERNELS_ROOT has no ${library} and ${NAME}.h (build that tree first)")
+        endif ()
+        add_library(${NAME} STATIC IMPORTED GLOBAL)
+        set_target_properties(${NAME} PROPERTIES IMPORTED_LOCATION "${library}"
+                                                 INTERFACE_INCLUDE_DIRECTORIES "${MSDA_KERNELS_ROOT}/generators")
+        target_link_libraries(${NAME} INTERFACE msda_halide_runtime)
+        # The runtime serves its GPU family too (the CPU targets are this
+        # tree's own, with its sanitizer).
+        if (NOT FAMILY STREQUAL MSDA_CPU_FAMILY)
+            set_property(TARGET msda_halide_runtime APPEND PROPERTY Halide_RT_TARGETS ${targets})
+        endif ()
+        set_property(GLOBAL APPEND PROPERTY MSDA_VARIANTS ${NAME})
+        set_property(GLOBAL PROPERTY MSDA_VARIANT_ENTRY_${NAME}
+            "MSDA_VARIANT(${NAME}, ${FAMILY}, ${KIND}, ${CHANNELS}, ${DTYPE}, ${LOCATIONS}, ${OP}, ${LEVELS}, ${POINTS})")
+        return()
     endif ()
     if (KIND STREQUAL "grad_value" AND FAMILY STREQUAL "opencl" AND NOT DTYPE STREQUAL "f64")
         set(targets "${targets}-cl_atomics64")

@@ -13,10 +13,12 @@
 # is made without the system's packages and that torch installed into it
 # from PyPI (tests/scripts/torch2_suite.sh does so).
 #
-# MSDA_WHEEL_DEFINES (default: one x86 tier, MSDA_X86_TARGETS=x86-64-linux,
-# and the generators of BUILD_DIR) are CMake definitions for this test's
-# build, to keep it within CI's time; empty builds what a user's pip install
-# builds (every tier, its own generators).
+# MSDA_WHEEL_DEFINES (default: BUILD_DIR's generators and BUILD_DIR's
+# generated libraries, MSDA_VARIANT_SET=none MSDA_KERNELS_ROOT=BUILD_DIR, so
+# the wheel's build compiles and packages the C++ and Python around code
+# build/ generated and tested, within CI's time) are CMake definitions for
+# this test's build; empty builds what a user's pip install builds (its own
+# generators, every variant of every tier, about 10 minutes on 2 cores).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="$(cd "${1:?usage: wheel_suite.sh BUILD_DIR [PYTHON]}" && pwd)"
@@ -25,7 +27,7 @@ if [ -z "${MSDA_WHEEL_TORCH:-}" ] && ! "$python" -c "import torch" 2>/dev/null; 
     echo "SKIPPED: $python does not import torch (apt install python3-torch)"
     exit 0
 fi
-defines="${MSDA_WHEEL_DEFINES-MSDA_X86_TARGETS=x86-64-linux msda-halide_generators_ROOT=$build}"
+defines="${MSDA_WHEEL_DEFINES-MSDA_VARIANT_SET=none MSDA_KERNELS_ROOT=$build msda-halide_generators_ROOT=$build}"
 work="$build/wheel-suite"
 rm -rf "$work"
 mkdir -p "$work"
