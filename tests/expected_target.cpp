@@ -3,9 +3,12 @@
 // run fails before its first test unless the library picked that target.
 // When MSDA_TEST_DEVICE=opencl or cuda is set (the opencl and cuda labels),
 // a build or machine without that device skips the run, saying which. When
-// MSDA_SKIP_ABOVE_THIS_CPU is set (the suites registered again under each
-// MSDA_X86_TARGET cap), a cap this CPU cannot run skips the run, with what
-// the CPU lacks as the reason. GoogleTest counts the tests of a run skipped
+// the cap (MSDA_X86_TARGET, MSDA_ARM_TARGET: the suites registered again
+// under each cap set it) names a compiled target this CPU cannot run, the
+// run is skipped, with what the CPU lacks as the reason; a cap that names
+// no compiled target still fails every test. One variable: a second one in
+// a gtest_discover_tests ENVIRONMENT list is lost (its PROPERTIES are a
+// flat list, split at the ';'). GoogleTest counts the tests of a run skipped
 // in its environment as passed, so a skipped run also prints kSkippedRun,
 // which the suites' ctest registrations report as SKIPPED
 // (tests/CMakeLists.txt).
@@ -24,7 +27,11 @@ namespace {
 
 // Why this run cannot run here, or empty when it can.
 std::string why_skipped(const msda::CpuDispatch &dispatch) {
-    if (std::getenv("MSDA_SKIP_ABOVE_THIS_CPU") != nullptr && !dispatch.error.empty()) return dispatch.error;
+    if (!dispatch.cap.empty() && !dispatch.error.empty()) {
+        for (const msda::CompiledTarget &target : dispatch.targets) {
+            if (target.name == dispatch.cap && !target.missing.empty()) return dispatch.error;
+        }
+    }
     // The opencl and cuda labels' runs, where this build or this machine
     // has no OpenCL or CUDA.
     if (msda::testing::test_device() == msda::Device::opencl) return msda::testing::opencl_unavailable();

@@ -10,5 +10,4 @@ set(_msda_huge_label core)
 if (MSDA_SANITIZE)
     set(_msda_huge_label slow)
 endif ()
-gtest_discover_tests(test_huge_tensors DISCOVERY_TIMEOUT 120
-    PROPERTIES LABELS ${_msda_huge_label} RUN_SERIAL ON TIMEOUT 1800 SKIP_REGULAR_EXPRESSION "${MSDA_SKIP_PATTERN}")
+msda_register_cases(test_huge_tensors ${_msda_huge_label} PROPERTIES RUN_SERIAL ON TIMEOUT 1800)
