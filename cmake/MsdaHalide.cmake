@@ -338,6 +338,10 @@ function(msda_variant NAME OP KIND DTYPE LOCATIONS CHANNELS LEVELS POINTS FAMILY
     if (_msda_sanitizer_suffix)
         list(TRANSFORM targets APPEND "${_msda_sanitizer_suffix}")
     endif ()
+    # A row of this tree, generated here or linked from MSDA_KERNELS_ROOT.
+    set_property(GLOBAL APPEND PROPERTY MSDA_VARIANTS ${NAME})
+    set_property(GLOBAL PROPERTY MSDA_VARIANT_ENTRY_${NAME}
+        "MSDA_VARIANT(${NAME}, ${FAMILY}, ${KIND}, ${CHANNELS}, ${DTYPE}, ${LOCATIONS}, ${OP}, ${LEVELS}, ${POINTS})")
     if (imported)
         set(library "${MSDA_KERNELS_ROOT}/generators/${CMAKE_STATIC_LIBRARY_PREFIX}${NAME}${CMAKE_STATIC_LIBRARY_SUFFIX}")
         if (NOT EXISTS "${library}" OR NOT EXISTS "${MSDA_KERNELS_ROOT}/generators/${NAME}.h")
@@ -352,9 +356,6 @@ function(msda_variant NAME OP KIND DTYPE LOCATIONS CHANNELS LEVELS POINTS FAMILY
         if (NOT FAMILY STREQUAL MSDA_CPU_FAMILY)
             set_property(TARGET msda_halide_runtime APPEND PROPERTY Halide_RT_TARGETS ${targets})
         endif ()
-        set_property(GLOBAL APPEND PROPERTY MSDA_VARIANTS ${NAME})
-        set_property(GLOBAL PROPERTY MSDA_VARIANT_ENTRY_${NAME}
-            "MSDA_VARIANT(${NAME}, ${FAMILY}, ${KIND}, ${CHANNELS}, ${DTYPE}, ${LOCATIONS}, ${OP}, ${LEVELS}, ${POINTS})")
         return()
     endif ()
     if (KIND STREQUAL "grad_value" AND FAMILY STREQUAL "opencl" AND NOT DTYPE STREQUAL "f64")
@@ -407,9 +408,6 @@ function(msda_variant NAME OP KIND DTYPE LOCATIONS CHANNELS LEVELS POINTS FAMILY
         USE_RUNTIME msda_halide_runtime
         PARAMS ${params}
         ${review_outputs})
-    set_property(GLOBAL APPEND PROPERTY MSDA_VARIANTS ${NAME})
-    set_property(GLOBAL PROPERTY MSDA_VARIANT_ENTRY_${NAME}
-        "MSDA_VARIANT(${NAME}, ${FAMILY}, ${KIND}, ${CHANNELS}, ${DTYPE}, ${LOCATIONS}, ${OP}, ${LEVELS}, ${POINTS})")
 endfunction()
 
 # Writes msda_variants.h: one X-macro line per variant (its name, the target
