@@ -172,8 +172,9 @@ Func corner_table(const MsdaInputs &in, const MsdaVars &v, const Func &geometry,
             // A zero weight stays exactly zero (never a * 0, NaN for a = Inf).
             w = strict_float(select(w == 0.0f, zero(in), g[kAttention] * w));
         } else {
-            // The scatter's a * w, as its contributions (a * w) * g use it.
-            w = g[kAttention] * w;
+            // The scatter's a * w, as its contributions (a * w) * g use it;
+            // exactly 0 for a sample that does not count (its w may be NaN).
+            w = select(g[kCounts] > 0, g[kAttention] * w, zero(in));
         }
         fields[layout.weight + corner] = w;
     }
@@ -267,10 +268,11 @@ ForwardPipeline build_forward(const MsdaInputs &in) {
 
 namespace {
 
-// One contribution a * w * g of a scatter over (corner, p, l, q): the row it
-// goes to, its value, and whether its sample counts.
+// One contribution (a * w) * g of a scatter over (corner, p, l, q): the row
+// it goes to, its factors, and whether its sample counts.
 struct Contribution {
-    Expr row, value, counts;
+    Expr row, weight, g, counts;
+    Expr value() const { return weight * g; }
 };
 
 // The corner is a reduction variable: it indexes the table's fields. A
@@ -293,7 +295,7 @@ Contribution contribution_of(const GradValuePipeline &f, const MsdaInputs &in, c
     const CornerEntry corners{f.corners, f.layout, {p, l, v.h, q, v.b}};
     Expr g_query = promise_bounds ? unsafe_promise_clamped(q, 0, in.queries - 1) : q;
     Expr g_channel = promise_bounds ? unsafe_promise_clamped(v.c, 0, in.channels - 1) : Expr(v.c);
-    return {corners.row(corner, in), corners.weight(corner) * f.grad_rows(g_channel, v.h, g_query, v.b),
+    return {corners.row(corner, in), corners.weight(corner), f.grad_rows(g_channel, v.h, g_query, v.b),
             algebra::sample_counts(corners.mask())};
 }
 
@@ -350,18 +352,18 @@ void build_fixed_point_sum(GradValuePipeline &f, const MsdaInputs &in) {
 
     s.finite_scatter = scatter_domain(f, in, "finite_scatter");
     const Contribution finite = contribution_of(f, in, s.finite_scatter, true);
-    s.finite_scatter.where(finite.counts && is_finite(finite.value));
+    s.finite_scatter.where(finite.counts && is_finite(finite.value()));
     s.sums = Func("sums");
     s.sums(v.c, v.h, f.row, v.b) = cast<int64_t>(0);
     s.sums(v.c, v.h, finite.row, v.b) +=
-        cast<int64_t>(round(strict_float(finite.value * power_of_two(e1) * power_of_two(e2))));
+        cast<int64_t>(round(strict_float(finite.value() * power_of_two(e1) * power_of_two(e2))));
 
     s.nonfinite_scatter = scatter_domain(f, in, "nonfinite_scatter");
     const Contribution nonfinite = contribution_of(f, in, s.nonfinite_scatter, true);
-    s.nonfinite_scatter.where(nonfinite.counts && !is_finite(nonfinite.value));
+    s.nonfinite_scatter.where(nonfinite.counts && !is_finite(nonfinite.value()));
     s.nonfinite = Func("nonfinite");
     s.nonfinite(v.c, v.h, f.row, v.b) = 0.0f;
-    s.nonfinite(v.c, v.h, nonfinite.row, v.b) += nonfinite.value;
+    s.nonfinite(v.c, v.h, nonfinite.row, v.b) += nonfinite.value();
 
     Expr others = s.nonfinite(v.c, v.h, f.row, v.b);
     Expr scaled_back =
@@ -396,11 +398,16 @@ GradValuePipeline build_grad_value(const MsdaInputs &in, const Func &grad_output
             f.scatter.where(contribution.counts);
             f.atomic_sums = Func("atomic_sums");
             f.atomic_sums(v.c, v.h, f.row, v.b) = zero(in);
-            f.atomic_sums(v.c, v.h, contribution.row, v.b) += contribution.value;
+            f.atomic_sums(v.c, v.h, contribution.row, v.b) += contribution.value();
             f.grad_value(v.c, v.h, f.row, v.b) = f.atomic_sums(v.c, v.h, f.row, v.b);
         } else {
+            // A sample that does not count adds +0: its table weight is 0
+            // and its g is masked to 0 (never 0 * NaN), the same bits as
+            // adding select(counts, w * g, 0). The mask is the sample's, not
+            // the corner's, so a schedule's unrolled corners share it.
             f.grad_value(v.c, v.h, f.row, v.b) = zero(in);
-            f.grad_value(v.c, v.h, contribution.row, v.b) += select(contribution.counts, contribution.value, zero(in));
+            f.grad_value(v.c, v.h, contribution.row, v.b) +=
+                contribution.weight * select(contribution.counts, contribution.g, zero(in));
         }
     }
     if (in.storage != in.compute) {
