@@ -174,7 +174,7 @@ Func corner_table(const MsdaInputs &in, const MsdaVars &v, const Func &geometry,
         } else {
             // The scatter's a * w, as its contributions (a * w) * g use it;
             // exactly 0 for a sample that does not count (its w may be NaN).
-            w = select(g[kCounts] > 0, g[kAttention] * w, zero(in));
+            w = select(algebra::sample_counts(g[kCounts]), g[kAttention] * w, zero(in));
         }
         fields[layout.weight + corner] = w;
     }
@@ -403,7 +403,8 @@ GradValuePipeline build_grad_value(const MsdaInputs &in, const Func &grad_output
         } else {
             // A sample that does not count adds +0: its table weight is 0
             // and its g is masked to 0 (never 0 * NaN), the same bits as
-            // adding select(counts, w * g, 0). The mask is the sample's, not
+            // adding select(counts, w * g, 0) where the product and the add
+            // are not contracted into an FMA. The mask is the sample's, not
             // the corner's, so a schedule's unrolled corners share it.
             f.grad_value(v.c, v.h, f.row, v.b) = zero(in);
             f.grad_value(v.c, v.h, contribution.row, v.b) +=
