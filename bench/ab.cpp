@@ -9,12 +9,13 @@
 //
 //   msda_ab LIB_A LIB_B [--shape M0] [--distribution local] [--op forward]
 //           [--sample-order automatic] [--rounds 10] [--threads 2] [--require-identical]
-//           [--plan] [--calls 1]
+//           [--plan] [--calls 1] [--grads all]
 // --sample-order sets Options::sample_order on both sides (a library
 // older than that option ignores it). --plan times a warm plan's calls
 // (msda_plan_forward, msda_plan_backward) instead of the one-shot calls;
 // --calls N times N calls a round (for the fixed cost of a call, on the
-// tiny shape T0). A library without msda_abi_version (the C structs before
+// tiny shape T0); --grads value (or sample) asks a backward call for
+// grad_value alone (or the per-sample gradients alone). A library without msda_abi_version (the C structs before
 // their struct_size field) is called with that layout.
 #include <dlfcn.h>
 
@@ -107,11 +108,22 @@ struct Library {
     struct Call {
         std::vector<unsigned char> options, args;
     };
-    Call prepare(msda_sample_order order, const std::vector<msda_tensor> &tensors) const {
+    // Which gradients a backward call computes.
+    struct Grads {
+        bool value = true, sample = true;
+    };
+    template <typename OptionsOfAbi>
+    static void ask(OptionsOfAbi &options, msda_sample_order order, Grads grads) {
+        options.sample_order = order;
+        options.grad_value = grads.value;
+        options.grad_sampling_locations = grads.sample;
+        options.grad_attention_weights = grads.sample;
+    }
+    Call prepare(msda_sample_order order, Grads grads, const std::vector<msda_tensor> &tensors) const {
         Call call;
         if (abi >= 1) {
             msda_options options = reinterpret_cast<msda_options (*)()>(default_options_function)();
-            options.sample_order = order;
+            ask(options, order, grads);
             call.options.assign(reinterpret_cast<unsigned char *>(&options),
                                 reinterpret_cast<unsigned char *>(&options) + sizeof options);
             call.args.assign(reinterpret_cast<const unsigned char *>(tensors.data()),
@@ -119,7 +131,7 @@ struct Library {
             return call;
         }
         abi0::Options options = reinterpret_cast<abi0::Options (*)()>(default_options_function)();
-        options.sample_order = order;
+        ask(options, order, grads);
         call.options.assign(reinterpret_cast<unsigned char *>(&options),
                             reinterpret_cast<unsigned char *>(&options) + sizeof options);
         std::vector<abi0::Tensor> old;
@@ -168,6 +180,7 @@ struct Options {
     std::string library_a, library_b;
     std::string shape = "M0", distribution = "local", op = "forward";
     std::string sample_order = "automatic";
+    std::string grads = "all";
     int rounds = 10, threads = 2, calls = 1;
     bool require_identical = false, plan = false;
 };
@@ -176,7 +189,7 @@ struct Options {
     std::fprintf(stderr,
                  "msda_ab: %s\nusage: msda_ab LIB_A LIB_B [--shape ID] [--distribution local|uniform] "
                  "[--op forward|backward] [--sample-order automatic|by_level|by_query] [--rounds N] [--threads N] "
-                 "[--require-identical] [--plan] [--calls N]\n",
+                 "[--require-identical] [--plan] [--calls N] [--grads all|value|sample]\n",
                  message.c_str());
     std::exit(2);
 }
@@ -216,6 +229,11 @@ Options parse(int argc, char **argv) {
             if (options.sample_order != "automatic" && options.sample_order != "by_level" &&
                 options.sample_order != "by_query") {
                 usage("--sample-order expects automatic, by_level or by_query, got '" + options.sample_order + "'");
+            }
+        } else if (arg == "--grads") {
+            options.grads = next();
+            if (options.grads != "all" && options.grads != "value" && options.grads != "sample") {
+                usage("--grads expects all, value or sample, got '" + options.grads + "'");
             }
         } else if (arg == "--rounds") {
             options.rounds = positive(arg, next());
@@ -307,7 +325,10 @@ int run(const Options &options) {
                                                contiguous(r.grad_value.data(), MSDA_F32, value_shape),
                                                contiguous(r.grad_locations.data(), MSDA_F32, locations_shape),
                                                contiguous(r.grad_attention.data(), MSDA_F32, weights_shape)};
-        prepared[which] = library.prepare(order, tensors);
+        Library::Grads grads;
+        grads.value = options.grads != "sample";
+        grads.sample = options.grads != "value";
+        prepared[which] = library.prepare(order, grads, tensors);
         if (options.plan) {
             const msda_problem_size size{shape.batch, shape.value_length(), shape.heads, shape.channels, levels,
                                          shape.queries, shape.points, MSDA_F32, MSDA_F32};

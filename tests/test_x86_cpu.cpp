@@ -110,6 +110,7 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(RecordedCpu{"zen3-epyc-7763.txt", Target::avx2, kNoAvx512},
                     RecordedCpu{"zen3-epyc-kvm.txt", Target::avx2, kNoAvx512},
                     RecordedCpu{"zen4-epyc-9654.txt", Target::avx512_zen4, {}},
+                    RecordedCpu{"zen5-epyc-kvm.txt", Target::avx512_zen4, {}},
                     // The Intel servers before Sapphire Rapids run avx512_skylake.
                     RecordedCpu{"skylake-sp-xeon-8160.txt", Target::avx512_skylake, kSkylakeLacks},
                     // Cascade Lake adds VNNI to Skylake-SP's.
