@@ -15,8 +15,9 @@
 // (msda_plan_forward, msda_plan_backward) instead of the one-shot calls;
 // --calls N times N calls a round (for the fixed cost of a call, on the
 // tiny shape T0); --grads value (or sample) asks a backward call for
-// grad_value alone (or the per-sample gradients alone). A library without msda_abi_version (the C structs before
-// their struct_size field) is called with that layout.
+// grad_value alone (or the per-sample gradients alone). A library without
+// msda_abi_version (the C structs before their struct_size field) is
+// called with that layout.
 #include <dlfcn.h>
 
 #include <algorithm>
