@@ -181,7 +181,7 @@ struct Options {
     std::string library_a, library_b;
     std::string shape = "M0", distribution = "local", op = "forward";
     std::string sample_order = "automatic";
-    std::string grads = "all";
+    Library::Grads grads;  // --grads: all (the default), value or sample
     int rounds = 10, threads = 2, calls = 1;
     bool require_identical = false, plan = false;
 };
@@ -232,10 +232,12 @@ Options parse(int argc, char **argv) {
                 usage("--sample-order expects automatic, by_level or by_query, got '" + options.sample_order + "'");
             }
         } else if (arg == "--grads") {
-            options.grads = next();
-            if (options.grads != "all" && options.grads != "value" && options.grads != "sample") {
-                usage("--grads expects all, value or sample, got '" + options.grads + "'");
+            const std::string grads = next();
+            if (grads != "all" && grads != "value" && grads != "sample") {
+                usage("--grads expects all, value or sample, got '" + grads + "'");
             }
+            options.grads.value = grads != "sample";
+            options.grads.sample = grads != "value";
         } else if (arg == "--rounds") {
             options.rounds = positive(arg, next());
         } else if (arg == "--threads") {
@@ -326,10 +328,7 @@ int run(const Options &options) {
                                                contiguous(r.grad_value.data(), MSDA_F32, value_shape),
                                                contiguous(r.grad_locations.data(), MSDA_F32, locations_shape),
                                                contiguous(r.grad_attention.data(), MSDA_F32, weights_shape)};
-        Library::Grads grads;
-        grads.value = options.grads != "sample";
-        grads.sample = options.grads != "value";
-        prepared[which] = library.prepare(order, grads, tensors);
+        prepared[which] = library.prepare(order, options.grads, tensors);
         if (options.plan) {
             const msda_problem_size size{shape.batch, shape.value_length(), shape.heads, shape.channels, levels,
                                          shape.queries, shape.points, MSDA_F32, MSDA_F32};
