@@ -1,5 +1,7 @@
 #include "kernels.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -76,7 +78,17 @@ Buffer<> wrap(T *data, std::vector<halide_dimension_t> dims) {
 
 }  // namespace
 
-Tensors::Tensors(const msda_bench::Problem &problem) : problem_(problem) {
+bool stages_value_head_major(const msda_bench::Shape &shape) {
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    const std::int64_t l2_bytes = l2 > 0 ? l2 : std::int64_t{2} << 20;  // the policy's default
+    const std::int64_t rows = shape.value_length();
+    const std::int64_t bytes = shape.batch * rows * shape.heads * shape.channels * 4;
+    const std::int64_t samples_per_head = shape.queries * static_cast<std::int64_t>(shape.levels.size()) * shape.points;
+    return shape.heads >= 2 && bytes > l2_bytes && samples_per_head >= 4 * rows;
+}
+
+Tensors::Tensors(const msda_bench::Problem &problem, bool value_head_major, bool grad_value_head_major)
+    : problem_(problem) {
     msda_bench::Problem &p = problem_;
     const msda_bench::Shape &s = p.shape;
     const std::int64_t levels = static_cast<std::int64_t>(s.levels.size());
@@ -88,8 +100,26 @@ Tensors::Tensors(const msda_bench::Problem &problem) : problem_(problem) {
     const std::vector<std::int64_t> value_shaped = {s.channels, s.heads, rows, s.batch};
     const std::vector<std::int64_t> query_shaped = {s.channels, s.heads, s.queries, s.batch};
     const std::vector<std::int64_t> per_sample = {s.points, levels, s.heads, s.queries, s.batch};
+    // (c, h, row, b) in BLNC order, or head-major.
+    const std::vector<halide_dimension_t> head_major = {dim(s.channels, 1), dim(s.heads, rows * s.channels),
+                                                        dim(rows, s.channels), dim(s.batch, s.heads * rows * s.channels)};
+    std::vector<halide_dimension_t> value_dims = dense(value_shaped);
+    float *value_data = p.value.data();
+    if (value_head_major) {
+        value_dims = head_major;
+        value_copy.resize(p.value.size());
+        for (std::int64_t b = 0; b < s.batch; b++) {
+            for (std::int64_t row = 0; row < rows; row++) {
+                for (std::int64_t h = 0; h < s.heads; h++) {
+                    const float *from = &p.value[((b * rows + row) * s.heads + h) * s.channels];
+                    std::copy(from, from + s.channels, &value_copy[((b * s.heads + h) * rows + row) * s.channels]);
+                }
+            }
+        }
+        value_data = value_copy.data();
+    }
     buffers_ = {
-        {"value", wrap(p.value.data(), dense(value_shaped))},
+        {"value", wrap(value_data, value_dims)},
         {"spatial_shapes", wrap(p.spatial_shapes.data(), dense({2, levels}))},
         {"level_start_index", wrap(p.level_start_index.data(), dense({levels}))},
         {"locations_x", wrap(p.sampling_locations.data(), dense(per_sample, 2))},
@@ -97,7 +127,7 @@ Tensors::Tensors(const msda_bench::Problem &problem) : problem_(problem) {
         {"attention_weights", wrap(p.attention_weights.data(), dense(per_sample))},
         {"grad_output", wrap(p.grad_output.data(), dense(query_shaped))},
         {"output", wrap(output.data(), dense(query_shaped))},
-        {"grad_value", wrap(grad_value.data(), dense(value_shaped))},
+        {"grad_value", wrap(grad_value.data(), grad_value_head_major ? head_major : dense(value_shaped))},
         // part=sample's outputs: the weights' gradient, then the location
         // gradient's x and y planes.
         {"grads_0", wrap(grad_attention_weights.data(), dense(per_sample))},
@@ -242,8 +272,8 @@ namespace {
 
 // "" when `got` is within float32's tolerance of the reference (SPEC.md:
 // 1e-5 of the tensor's largest magnitude), else how far it is.
-std::string compare(const char *what, const std::vector<float> &got, const std::vector<double> &expected) {
-    const double error = msda::reference::max_relative_error(got, expected);
+std::string compare(const char *what, const msda_bench::Floats &got, const std::vector<double> &expected) {
+    const double error = msda::reference::max_relative_error(std::vector<float>(got.begin(), got.end()), expected);
     if (error <= 1e-5) return "";
     return std::string(what) + ": |error| / the reference's largest magnitude = " + std::to_string(error) +
            " > 1e-5";

@@ -41,21 +41,39 @@ Halide::AutoschedulerParams autoscheduler_params(const std::string &name, int th
 // The tensors of a problem in the generators' order: value (c, h, row, b),
 // spatial_shapes (2, N_l), level_start_index, the location planes and
 // weights (p, l, h, q, b), grad_output (c, h, q, b); and the outputs.
+// Where the library's automatic relayout stages a call
+// (stages_value_head_major), it sums grad_value head-major, (B, N_h, L,
+// C_h), whatever the walk, and its by-level forward and per-sample
+// gradients read a head-major copy of value (its by-query walks read the
+// caller's): value_head_major and grad_value_head_major give the kernels
+// those layouts, the same code but not the same memory traffic.
 class Tensors {
 public:
-    explicit Tensors(const msda_bench::Problem &problem);
+    explicit Tensors(const msda_bench::Problem &problem, bool value_head_major = false,
+                     bool grad_value_head_major = false);
     const msda_bench::Problem &problem() const { return problem_; }
     Halide::Runtime::Buffer<> &named(const std::string &name);
     const std::vector<std::pair<std::string, Halide::Runtime::Buffer<>>> &buffers() const { return buffers_; }
     // The outputs back on the host (a device target's results).
     void sync_outputs();
-    std::vector<float> output, grad_value, grad_attention_weights, grad_sampling_locations;
+    // 64-byte aligned, as the bench's and a framework's tensors are: a
+    // std::vector's 16-byte aligned rows straddle an extra cache line
+    // (docs/performance-log.md, 2026-12-07 night: the scatter timed up to
+    // 1.3x slower so).
+    msda_bench::Floats output, grad_value, grad_attention_weights, grad_sampling_locations;
+    msda_bench::Floats value_copy;  // value head-major, where staged
     bool align_corners = false, border = false;  // the options (zeros padding where border is off)
 
 private:
     msda_bench::Problem problem_;
     std::vector<std::pair<std::string, Halide::Runtime::Buffer<>>> buffers_;
 };
+
+// Whether the library's automatic relayout stages this shape's value (and
+// sums grad_value) head-major on this CPU, as runtime/src/policy.cpp
+// decides: more than one head, value larger than a core's L2, and at least
+// 4 samples a head for each row of value.
+bool stages_value_head_major(const msda_bench::Shape &shape);
 
 // A kernel compiled for a target; run() calls it on a problem's tensors.
 class Compiled {

@@ -317,7 +317,9 @@ std::vector<Workload> Sweep::make_workloads(Kernel kernel, const Knobs &shipped,
         if (setup_.mode == Mode::timed) {
             const auto distribution = settings_.distribution == "uniform" ? msda_bench::Distribution::uniform
                                                                           : msda_bench::Distribution::local;
-            workload.tensors = std::make_unique<Tensors>(msda_bench::make_problem(workload.shape, distribution, 1));
+            const bool staged = stages_value_head_major(workload.shape);
+            workload.tensors = std::make_unique<Tensors>(msda_bench::make_problem(workload.shape, distribution, 1),
+                                                         staged && workload.walk == Walk::by_level, staged);
             workload.shipped = std::make_shared<Compiled>(
                 setup_.target, variant_for(kernel, workload.walk, workload.shape, msda::schedules::encode_knobs(shipped)));
         }
@@ -399,11 +401,20 @@ Candidate Sweep::evaluate(Kernel kernel, std::vector<Workload> &workloads, Candi
     }
     const auto start = Clock::now();
     const std::string knobs = msda::schedules::encode_knobs(candidate.knobs);
-    std::map<Walk, std::shared_ptr<Compiled>> compiled;
-    std::set<Walk> checked_walks;
+    // One compiled candidate per walk and compile-time sizes: shapes with
+    // other N_l or N_p (X's 8 points beside M0's 4) are other variants.
+    std::map<std::string, std::shared_ptr<Compiled>> compiled;
+    std::set<std::string> checked;
+    const auto key_of = [](const Variant &variant) {
+        return std::string(walk_name(variant.walk)) + " " + std::to_string(variant.sizes.channels) + " " +
+               std::to_string(variant.sizes.levels) + " " + std::to_string(variant.sizes.points);
+    };
+    std::map<std::string, std::string> key_of_shape;
     try {
         for (Workload &workload : workloads) {
             const Variant variant = variant_for(kernel, workload.walk, workload.shape, knobs, candidate.autoscheduler);
+            const std::string key = key_of(variant);
+            key_of_shape[workload.shape.id] = key;
             if (setup_.mode == Mode::compile_only) {
                 const std::string object = settings_.out + "/candidate.o";
                 const auto compile_start = Clock::now();
@@ -412,11 +423,13 @@ Candidate Sweep::evaluate(Kernel kernel, std::vector<Workload> &workloads, Candi
                 continue;
             }
             if (setup_.mode == Mode::emulated) {
-                if (checked_walks.count(workload.walk)) continue;
-                checked_walks.insert(workload.walk);
+                if (checked.count(key)) continue;
+                checked.insert(key);
                 const EmulatedArm arm(setup_.target, variant,
                                       settings_.out + "/arm/" + candidate.kernel + "-" + std::to_string(candidate.id) +
-                                          "-" + walk_name(workload.walk));
+                                          "-" + walk_name(workload.walk) + "-" +
+                                          std::to_string(variant.sizes.levels) + "x" +
+                                          std::to_string(variant.sizes.points));
                 candidate.compile_seconds += arm.compile_seconds();
                 const std::string verdict = check_against_reference([&](Tensors &t) { arm.run(t); }, variant);
                 if (!verdict.empty()) {
@@ -425,7 +438,7 @@ Candidate Sweep::evaluate(Kernel kernel, std::vector<Workload> &workloads, Candi
                 }
                 continue;
             }
-            std::shared_ptr<Compiled> &code = compiled[workload.walk];
+            std::shared_ptr<Compiled> &code = compiled[key];
             if (!code) {
                 code = std::make_shared<Compiled>(setup_.target, variant);
                 candidate.compile_seconds += code->compile_seconds();
@@ -446,7 +459,8 @@ Candidate Sweep::evaluate(Kernel kernel, std::vector<Workload> &workloads, Candi
         if (setup_.mode == Mode::timed) {
             double log_sum = 0;
             for (Workload &workload : workloads) {
-                ShapeResult result = alternate(*compiled[workload.walk], *workload.shipped, *workload.tensors, rounds);
+                ShapeResult result =
+                    alternate(*compiled.at(key_of_shape.at(workload.shape.id)), *workload.shipped, *workload.tensors, rounds);
                 candidate.shapes[workload.shape.id] = result;
                 log_sum += std::log(result.ratio);
             }
@@ -467,7 +481,12 @@ void Sweep::sweep_kernel(Kernel kernel, const std::string &shipped_settings, dou
     std::vector<Workload> workloads = make_workloads(kernel, shipped_knobs, walks);
     std::string walk_text;
     for (const Workload &workload : workloads) {
-        walk_text += " " + workload.shape.id + " " + walk_name(workload.walk);
+        const bool staged = stages_value_head_major(workload.shape);
+        walk_text += " " + workload.shape.id + " " + walk_name(workload.walk) +
+                     (!staged                       ? ""
+                      : kernel == Kernel::grad_value ? " (grad_value head-major)"
+                      : workload.walk == Walk::by_level ? " (value head-major)"
+                                                        : "");
     }
     std::cout << "sweep: " << name << " (" << kernel_index + 1 << "/" << kernel_count << "):" << walk_text
               << "; shipped " << (shipped_settings.empty() ? "family defaults" : shipped_settings) << "\n";
@@ -699,8 +718,11 @@ int count_child(const Settings &settings, const Setup &setup) {
     variant.knobs = settings.knobs;
     Compiled compiled(setup.target, variant);
     Tensors tensors(msda_bench::make_problem(
-        shape, settings.distribution == "uniform" ? msda_bench::Distribution::uniform : msda_bench::Distribution::local,
-        1));
+                        shape, settings.distribution == "uniform" ? msda_bench::Distribution::uniform
+                                                                  : msda_bench::Distribution::local,
+                        1),
+                    stages_value_head_major(shape) && variant.walk == Walk::by_level,
+                    stages_value_head_major(shape));
     compiled.run(tensors);
 #ifdef MSDA_SWEEP_CALLGRIND
     CALLGRIND_START_INSTRUMENTATION;
