@@ -121,17 +121,20 @@ int table_lanes(const Target &target, const Knobs &knobs) {
 // by-query walk (forward, per-sample gradients, scatter), computed at
 // `head`: each field a vector over (p, l) (compile-time N_p and N_l), dense
 // as the per-sample inputs lie, Knobs::table_lanes lanes a vector (whole
-// levels' points; all N_l * N_p at once where that many lanes or more). The
+// levels' points; all N_l * N_p at once where that many lanes or more), of
+// `levels` levels at a time (N_l, or 1 for a walk with the levels outside
+// the queries). The
 // stages are stored first only where Knobs::table_stages asks (inlined,
 // LLVM shares what the fields have in common; stored, their bools travel
 // as bytes). Their buffers are allocated once per task.
 void tables_per_query_head(const Target &target, Func corners, const std::vector<Func> &geometry_stages,
                            const Var &field, const MsdaVars &v, const LoopLevel &head, const LoopLevel &task,
-                           int fields, const Specialization &sizes, const Knobs &knobs) {
-    const int levels = sizes.levels, table_levels = std::max(1, table_lanes(target, knobs) / sizes.points);
+                           int fields, const Specialization &sizes, const Knobs &knobs, int levels) {
+    const int table_levels = std::min(levels, std::max(1, table_lanes(target, knobs) / sizes.points));
     const std::vector<Func> stages = knobs.table_stages ? geometry_stages : std::vector<Func>{};
     for (Func stage : stages) {
-        stage.compute_at(head).hoist_storage(task).vectorize(v.p).vectorize(v.l);
+        stage.compute_at(head).hoist_storage(task).vectorize(v.p);
+        if (levels > 1) stage.vectorize(v.l);
     }
     corners.compute_at(head)
         .hoist_storage(task)
@@ -139,7 +142,9 @@ void tables_per_query_head(const Target &target, Func corners, const std::vector
         .reorder_storage(v.p, v.l, field, v.h, v.q, v.b)
         .reorder(v.p, v.l, field, v.h, v.q, v.b)
         .vectorize(v.p);
-    if (table_levels == 1 && levels > 1) {
+    if (levels == 1) {
+        // One level at a time: its points are the vector.
+    } else if (table_levels == 1) {
         corners.unroll(v.l);
     } else if (table_levels > 1 && table_levels < levels) {
         // The last block shifted inwards where the levels are not a
@@ -197,7 +202,7 @@ void schedule_forward_by_query(const Target &target, ForwardPipeline &f, const S
     // of either walk.
     const auto tables_and_usual_copy = [&] {
         tables_per_query_head(target, f.corners, f.geometry_stages, f.field, v, head, LoopLevel(f.output, task),
-                              f.layout.fields, sizes, knobs);
+                              f.layout.fields, sizes, knobs, sizes.levels);
         specialize_forward(f, knobs);
     };
     // The running sums the points take turns adding into (Knobs::point_sums):
@@ -324,7 +329,7 @@ void schedule_grad_sample_by_query(const Target &target, GradSamplePipeline &f, 
     corner_dots_by_lanes(f, sizes, knobs, width, head, {v.p, v.l});
     // As the forward's tables.
     tables_per_query_head(target, f.corners, f.geometry_stages, f.field, v, head, LoopLevel(f.grads, task),
-                          f.layout.fields, sizes, knobs);
+                          f.layout.fields, sizes, knobs, sizes.levels);
     if (v.flat_rows.defined()) f.grads.specialize(v.flat_rows);
     // The (query, head)'s row of grad_output.
     f.grad_rows.compute_at(head);
@@ -410,11 +415,36 @@ void schedule_grad_value(const Target &target, GradValuePipeline &f, const Speci
         // slice's rows, every level and point unrolled. Each row's
         // contributions come in the same order as by level (a row belongs to
         // one level): the same bits.
-        scatter.reorder(v.c, corner, point, level, query, v.h, v.b).fuse(v.h, v.b, slice).parallel(slice);
-        scatter.unroll(point).unroll(level);
+        //
+        // Knobs::scatter_levels: each level of a slice is a parallel task
+        // of its own, and the level loop is outside the queries: a task's
+        // working set is one level's rows of one head (contiguous in a
+        // head-major grad_value), and a slice makes N_l tasks. The tasks own
+        // disjoint rows, which Halide cannot prove: every read of a level's
+        // sample lies in that level (sample_geometry, nearest_geometry;
+        // those of samples that do not count too), and the runtime checks
+        // that level_start_index is the exclusive prefix sum of the levels'
+        // sizes and that they add up to L, so no two levels share a row.
+        // The reads are clamped into [0, L - 1] whatever the tables: inputs
+        // that break this promise could only sum wrongly, never reach
+        // outside grad_value.
+        LoopLevel task(f.grad_value, slice);
+        if (knobs.scatter_levels) {
+            RVar level_task("level_task");
+            scatter.allow_race_conditions()
+                .reorder(v.c, corner, point, query, level, v.h, v.b)
+                .fuse(v.h, v.b, slice)
+                .fuse(level, slice, level_task)
+                .parallel(level_task)
+                .unroll(point);
+            task = LoopLevel(f.grad_value, level_task);
+        } else {
+            scatter.reorder(v.c, corner, point, level, query, v.h, v.b).fuse(v.h, v.b, slice).parallel(slice);
+            scatter.unroll(point).unroll(level);
+        }
         const LoopLevel at_query(f.grad_value, query);
-        tables_per_query_head(target, f.corners, f.geometry_stages, f.field, v, at_query,
-                              LoopLevel(f.grad_value, slice), f.layout.fields, sizes, knobs);
+        tables_per_query_head(target, f.corners, f.geometry_stages, f.field, v, at_query, task, f.layout.fields,
+                              sizes, knobs, knobs.scatter_levels ? 1 : sizes.levels);
         f.grad_rows.compute_at(at_query);
     } else {
         // Per slice, runs of queries; inside a run, level by level (one

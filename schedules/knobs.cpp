@@ -69,6 +69,9 @@ const std::vector<KnobSpec> &knob_specs() {
         {"table_lanes", Family::cpu, &Knobs::table_lanes, 4, 64, true, true,
          "by-query walks (forward, scatter, per-sample gradients): lanes of the corner table's vectors, whole "
          "levels of points (0: the target's natural width)"},
+        {"scatter_levels", Family::cpu, &Knobs::scatter_levels, 0, 1, false, false,
+         "by-query scatter: each level of a (batch, head) slice a parallel task of its own, walked level by level "
+         "(1), or the slice one task, its levels inside each query (0)"},
         {"points_inner", Family::cpu, &Knobs::points_inner, 0, 1, false, false,
          "by-level forward: a tile's loop order, points innermost (1) or queries innermost (0)"},
         {"channel_threads", Family::gpu, &Knobs::channel_threads, 1, 1024, true, false,

@@ -48,6 +48,7 @@ struct Knobs {
     int points_inner = 0;      // by-level forward: points innermost in a tile (1) or queries (0)
     int table_stages = 0;      // by-query walks: the geometry's stages stored per (query, head) (1) or inlined (0)
     int table_lanes = 0;       // by-query walks: lanes of the corner table's vectors (0: the target's natural width)
+    int scatter_levels = 0;    // by-query scatter: each level of a (batch, head) slice a parallel task, levels outermost (1)
     // GPU family.
     int channel_threads = 32;     // threads of a block along channels
     int query_threads = 8;        // queries of a forward (and atomic scatter) block

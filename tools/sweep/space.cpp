@@ -59,6 +59,7 @@ Space Space::for_kernel(Kernel kernel, const std::set<Walk> &walks, Family famil
         if (by_query) {
             v["table_lanes"] = widths;
             v["table_stages"] = {0, 1};
+            v["scatter_levels"] = {0, 1};
         }
         if (by_level) {
             v["query_tile"] = {4, 8, 16, 32, 64};
