@@ -123,10 +123,9 @@ int table_lanes(const Target &target, const Knobs &knobs) {
 // as the per-sample inputs lie, Knobs::table_lanes lanes a vector (whole
 // levels' points; all N_l * N_p at once where that many lanes or more), of
 // `levels` levels at a time (N_l, or 1 for a walk with the levels outside
-// the queries). The
-// stages are stored first only where Knobs::table_stages asks (inlined,
-// LLVM shares what the fields have in common; stored, their bools travel
-// as bytes). Their buffers are allocated once per task.
+// the queries). The stages are stored first only where Knobs::table_stages
+// asks (inlined, LLVM shares what the fields have in common; stored, their
+// bools travel as bytes). Their buffers are allocated once per task.
 void tables_per_query_head(const Target &target, Func corners, const std::vector<Func> &geometry_stages,
                            const Var &field, const MsdaVars &v, const LoopLevel &head, const LoopLevel &task,
                            int fields, const Specialization &sizes, const Knobs &knobs, int levels) {

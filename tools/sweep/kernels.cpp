@@ -1,10 +1,9 @@
 #include "kernels.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -78,17 +77,27 @@ Buffer<> wrap(T *data, std::vector<halide_dimension_t> dims) {
 
 }  // namespace
 
-bool stages_value_head_major(const msda_bench::Shape &shape) {
-    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    const std::int64_t l2_bytes = l2 > 0 ? l2 : std::int64_t{2} << 20;  // the policy's default
+std::int64_t l2_bytes_of_this_cpu() {
+    std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index2/size");
+    std::string text;
+    if (!(in >> text) || text.empty()) return 1 << 20;
+    std::int64_t value = std::stoll(text);
+    if (text.back() == 'K') value <<= 10;
+    if (text.back() == 'M') value <<= 20;
+    return value;
+}
+
+StagedLayouts staged_layouts(const msda_bench::Shape &shape, Walk walk) {
     const std::int64_t rows = shape.value_length();
     const std::int64_t bytes = shape.batch * rows * shape.heads * shape.channels * 4;
     const std::int64_t samples_per_head = shape.queries * static_cast<std::int64_t>(shape.levels.size()) * shape.points;
-    return shape.heads >= 2 && bytes > l2_bytes && samples_per_head >= 4 * rows;
+    const bool staged = shape.heads >= 2 && bytes > l2_bytes_of_this_cpu() && samples_per_head >= 4 * rows;
+    return {.value_head_major = staged && walk == Walk::by_level, .grad_value_head_major = staged};
 }
 
-Tensors::Tensors(const msda_bench::Problem &problem, bool value_head_major, bool grad_value_head_major)
-    : problem_(problem) {
+Tensors::Tensors(const msda_bench::Problem &problem, Walk walk)
+    : layouts(staged_layouts(problem.shape, walk)), problem_(problem) {
+    const bool value_head_major = layouts.value_head_major, grad_value_head_major = layouts.grad_value_head_major;
     msda_bench::Problem &p = problem_;
     const msda_bench::Shape &s = p.shape;
     const std::int64_t levels = static_cast<std::int64_t>(s.levels.size());
@@ -296,7 +305,7 @@ std::string check_against_reference(const Runner &run, const Variant &variant) {
         reference.sampling_locations.assign(problem.sampling_locations.begin(), problem.sampling_locations.end());
         reference.attention_weights.assign(problem.attention_weights.begin(), problem.attention_weights.end());
         reference.align_corners = reference.border = align_and_border;
-        Tensors tensors(problem);
+        Tensors tensors(problem, variant.walk);
         tensors.align_corners = tensors.border = align_and_border;
         run(tensors);
         std::string verdict;

@@ -38,19 +38,30 @@ struct Variant {
 // (MSDA_SWEEP_HALIDE_LIB_DIR), with their parameters for this machine.
 Halide::AutoschedulerParams autoscheduler_params(const std::string &name, int threads);
 
+// This CPU's L2 in bytes (1 MiB where sysfs does not say).
+std::int64_t l2_bytes_of_this_cpu();
+
+// Where the library's automatic relayout stages a call on this CPU, as
+// runtime/src/policy.cpp decides (more than one head, value larger than a
+// core's L2, at least 4 samples a head for each row of value), it sums
+// grad_value head-major, (B, N_h, L, C_h), whatever the walk, and its
+// by-level forward and per-sample gradients read a head-major copy of
+// value (its by-query walks read the caller's).
+struct StagedLayouts {
+    bool value_head_major = false, grad_value_head_major = false;
+};
+StagedLayouts staged_layouts(const msda_bench::Shape &shape, Walk walk);
+
 // The tensors of a problem in the generators' order: value (c, h, row, b),
 // spatial_shapes (2, N_l), level_start_index, the location planes and
 // weights (p, l, h, q, b), grad_output (c, h, q, b); and the outputs.
-// Where the library's automatic relayout stages a call
-// (stages_value_head_major), it sums grad_value head-major, (B, N_h, L,
-// C_h), whatever the walk, and its by-level forward and per-sample
-// gradients read a head-major copy of value (its by-query walks read the
-// caller's): value_head_major and grad_value_head_major give the kernels
-// those layouts, the same code but not the same memory traffic.
+// They lie as the library gives them to a kernel walking `walk`
+// (staged_layouts): the same code either way, but not the same memory
+// traffic.
 class Tensors {
 public:
-    explicit Tensors(const msda_bench::Problem &problem, bool value_head_major = false,
-                     bool grad_value_head_major = false);
+    Tensors(const msda_bench::Problem &problem, Walk walk);
+    const StagedLayouts layouts;
     const msda_bench::Problem &problem() const { return problem_; }
     Halide::Runtime::Buffer<> &named(const std::string &name);
     const std::vector<std::pair<std::string, Halide::Runtime::Buffer<>>> &buffers() const { return buffers_; }
@@ -68,12 +79,6 @@ private:
     msda_bench::Problem problem_;
     std::vector<std::pair<std::string, Halide::Runtime::Buffer<>>> buffers_;
 };
-
-// Whether the library's automatic relayout stages this shape's value (and
-// sums grad_value) head-major on this CPU, as runtime/src/policy.cpp
-// decides: more than one head, value larger than a core's L2, and at least
-// 4 samples a head for each row of value.
-bool stages_value_head_major(const msda_bench::Shape &shape);
 
 // A kernel compiled for a target; run() calls it on a problem's tensors.
 class Compiled {

@@ -153,16 +153,6 @@ Setup setup_for(const Settings &settings) {
     return setup;
 }
 
-std::int64_t l2_bytes_of_this_cpu() {
-    std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index2/size");
-    std::string text;
-    if (!(in >> text) || text.empty()) return 1 << 20;
-    std::int64_t value = std::stoll(text);
-    if (text.back() == 'K') value <<= 10;
-    if (text.back() == 'M') value <<= 20;
-    return value;
-}
-
 // The walk msda's automatic sample order takes for a shape (runtime/src/
 // policy.h): by query only for compile-time (N_l, N_p) variants
 // (schedules/variants.cmake: C_h 32 with (4, 4) or (4, 8), and the
@@ -317,9 +307,8 @@ std::vector<Workload> Sweep::make_workloads(Kernel kernel, const Knobs &shipped,
         if (setup_.mode == Mode::timed) {
             const auto distribution = settings_.distribution == "uniform" ? msda_bench::Distribution::uniform
                                                                           : msda_bench::Distribution::local;
-            const bool staged = stages_value_head_major(workload.shape);
-            workload.tensors = std::make_unique<Tensors>(msda_bench::make_problem(workload.shape, distribution, 1),
-                                                         staged && workload.walk == Walk::by_level, staged);
+            workload.tensors =
+                std::make_unique<Tensors>(msda_bench::make_problem(workload.shape, distribution, 1), workload.walk);
             workload.shipped = std::make_shared<Compiled>(
                 setup_.target, variant_for(kernel, workload.walk, workload.shape, msda::schedules::encode_knobs(shipped)));
         }
@@ -409,12 +398,13 @@ Candidate Sweep::evaluate(Kernel kernel, std::vector<Workload> &workloads, Candi
         return std::string(walk_name(variant.walk)) + " " + std::to_string(variant.sizes.channels) + " " +
                std::to_string(variant.sizes.levels) + " " + std::to_string(variant.sizes.points);
     };
-    std::map<std::string, std::string> key_of_shape;
+    const auto variant_of = [&](const Workload &workload) {
+        return variant_for(kernel, workload.walk, workload.shape, knobs, candidate.autoscheduler);
+    };
     try {
         for (Workload &workload : workloads) {
-            const Variant variant = variant_for(kernel, workload.walk, workload.shape, knobs, candidate.autoscheduler);
+            const Variant variant = variant_of(workload);
             const std::string key = key_of(variant);
-            key_of_shape[workload.shape.id] = key;
             if (setup_.mode == Mode::compile_only) {
                 const std::string object = settings_.out + "/candidate.o";
                 const auto compile_start = Clock::now();
@@ -460,7 +450,7 @@ Candidate Sweep::evaluate(Kernel kernel, std::vector<Workload> &workloads, Candi
             double log_sum = 0;
             for (Workload &workload : workloads) {
                 ShapeResult result =
-                    alternate(*compiled.at(key_of_shape.at(workload.shape.id)), *workload.shipped, *workload.tensors, rounds);
+                    alternate(*compiled.at(key_of(variant_of(workload))), *workload.shipped, *workload.tensors, rounds);
                 candidate.shapes[workload.shape.id] = result;
                 log_sum += std::log(result.ratio);
             }
@@ -481,12 +471,12 @@ void Sweep::sweep_kernel(Kernel kernel, const std::string &shipped_settings, dou
     std::vector<Workload> workloads = make_workloads(kernel, shipped_knobs, walks);
     std::string walk_text;
     for (const Workload &workload : workloads) {
-        const bool staged = stages_value_head_major(workload.shape);
+        const StagedLayouts staged = staged_layouts(workload.shape, workload.walk);
+        const bool head_major = kernel == Kernel::grad_value ? staged.grad_value_head_major : staged.value_head_major;
         walk_text += " " + workload.shape.id + " " + walk_name(workload.walk) +
-                     (!staged                       ? ""
+                     (!head_major                   ? ""
                       : kernel == Kernel::grad_value ? " (grad_value head-major)"
-                      : workload.walk == Walk::by_level ? " (value head-major)"
-                                                        : "");
+                                                     : " (value head-major)");
     }
     std::cout << "sweep: " << name << " (" << kernel_index + 1 << "/" << kernel_count << "):" << walk_text
               << "; shipped " << (shipped_settings.empty() ? "family defaults" : shipped_settings) << "\n";
@@ -721,8 +711,7 @@ int count_child(const Settings &settings, const Setup &setup) {
                         shape, settings.distribution == "uniform" ? msda_bench::Distribution::uniform
                                                                   : msda_bench::Distribution::local,
                         1),
-                    stages_value_head_major(shape) && variant.walk == Walk::by_level,
-                    stages_value_head_major(shape));
+                    variant.walk);
     compiled.run(tensors);
 #ifdef MSDA_SWEEP_CALLGRIND
     CALLGRIND_START_INSTRUMENTATION;
