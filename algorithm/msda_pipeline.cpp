@@ -53,9 +53,11 @@ Func sample_geometry(const MsdaInputs &in, const MsdaVars &v, std::vector<Func> 
     Expr start = in.level_start_index(v.l);
     const algebra::Stage stage = staging(v, stages);
     algebra::BilinearAxis x = algebra::bilinear_axis(in.locations_x(v.p, v.l, v.h, v.q, v.b), width,
-                                                     in.align_corners, in.border, stage, "x");
+                                                     in.align_corners, in.border, stage, "x",
+                                                     in.floor_by_conversion);
     algebra::BilinearAxis y = algebra::bilinear_axis(in.locations_y(v.p, v.l, v.h, v.q, v.b), height,
-                                                     in.align_corners, in.border, stage, "y");
+                                                     in.align_corners, in.border, stage, "y",
+                                                     in.floor_by_conversion);
     Expr counts = x.passes && y.passes;
     Func geometry("geometry");
     geometry(v.p, v.l, v.h, v.q, v.b) =
@@ -73,9 +75,11 @@ Func nearest_geometry(const MsdaInputs &in, const MsdaVars &v, std::vector<Func>
     Expr start = in.level_start_index(v.l);
     const algebra::Stage stage = staging(v, stages);
     algebra::NearestAxis x =
-        algebra::nearest_axis(in.locations_x(v.p, v.l, v.h, v.q, v.b), width, in.nearest, stage, "x");
+        algebra::nearest_axis(in.locations_x(v.p, v.l, v.h, v.q, v.b), width, in.nearest, stage, "x",
+                              in.floor_by_conversion);
     algebra::NearestAxis y =
-        algebra::nearest_axis(in.locations_y(v.p, v.l, v.h, v.q, v.b), height, in.nearest, stage, "y");
+        algebra::nearest_axis(in.locations_y(v.p, v.l, v.h, v.q, v.b), height, in.nearest, stage, "y",
+                              in.floor_by_conversion);
     Expr counts = x.counts && y.counts;
     Func geometry("geometry");
     geometry(v.p, v.l, v.h, v.q, v.b) =

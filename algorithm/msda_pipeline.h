@@ -45,6 +45,10 @@ struct MsdaInputs {
     // channel fits in an int32.
     Halide::Expr flat_rows;
     Halide::Expr row_stride;  // value's stride between rows, in elements
+    // Floors from float-to-int conversions (algebra::floor_as_int), for
+    // targets whose floor is a library call (x86 without SSE4.1): the same
+    // values.
+    bool floor_by_conversion = false;
 };
 
 // The type a pipeline computes in for a storage type: float64 for float64,

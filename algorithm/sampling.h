@@ -42,14 +42,29 @@ struct BilinearAxis {
     Expr lower_read_weight, upper_read_weight;  // sum to the weight of the inside corners
 };
 
+// floor(x) as an int32, for a finite x in (-2^31, 2^31), from two
+// conversions: x truncated towards zero, less one where that lies above x
+// (a negative x with a fraction). Exact: the truncation is, and comparing it
+// with x converts it back exactly or (beyond 2^24, where every float is a
+// whole number) to x itself. x86 without SSE4.1 has no floor instruction,
+// and Halide calls libm's floorf for each lane; this is four instructions a
+// vector and no call.
+inline Expr floor_as_int(const Expr &x) {
+    using namespace Halide;
+    Expr truncated = cast<int32_t>(x);
+    return truncated - select(cast(x.type(), truncated) > x, 1, 0);
+}
+
 // normalized: the stored location (any float, NaN and Inf included).
 // size: the level's extent along this axis (int32, >= 1).
 // align_corners, border: bool Exprs (run-time flags or constants).
 // stage: materialises the location, the clamped coordinate and its cell
 // (named after `axis`), which everything else is derived from.
+// floor_by_conversion: take the floor from float-to-int conversions (see
+// floor_as_int) instead of Halide's floor, for targets where that is a call.
 inline BilinearAxis bilinear_axis(Expr normalized, const Expr &size, const Expr &align_corners,
                                   const Expr &border, const Stage &stage = no_stage,
-                                  const std::string &axis = "x") {
+                                  const std::string &axis = "x", bool floor_by_conversion = false) {
     using namespace Halide;
     normalized = stage(normalized, "location_" + axis);
     // Computed in the location's type: float32, or float64 for float64
@@ -79,8 +94,10 @@ inline BilinearAxis bilinear_axis(Expr normalized, const Expr &size, const Expr 
     passes = stage(passes, "passes_" + axis);
     Expr safe = stage(select(passes, select(border, clamp(coordinate, zero, last), coordinate), zero),
                       "coordinate_" + axis);
-    Expr lower_f = floor(safe);
-    Expr lower = stage(cast<int32_t>(lower_f), "cell_" + axis);
+    Expr lower = stage(floor_by_conversion ? floor_as_int(safe) : cast<int32_t>(floor(safe)), "cell_" + axis);
+    // The same float as floor(safe): |safe| < 2^31, and an int32 below 2^24
+    // converts exactly (above it, safe is a whole number and lower is safe).
+    Expr lower_f = floor_by_conversion ? cast(type, lower) : floor(safe);
     Expr fraction = safe - lower_f;
 
     // safe < size (zeros) or <= size - 1 (border): lower <= size - 1.
@@ -117,8 +134,11 @@ struct NearestAxis {
 // coordinate: absolute pixel coordinate (any float, NaN and Inf included).
 // size: the level's extent along this axis (int32, >= 1).
 // nearest: bool Expr (run-time flag or constant).
+// floor_by_conversion: as bilinear_axis's (rounding then adds one where the
+// fraction is above a half, or a half above an odd floor).
 inline NearestAxis nearest_axis(Expr coordinate, const Expr &size, const Expr &nearest,
-                                const Stage &stage = no_stage, const std::string &axis = "x") {
+                                const Stage &stage = no_stage, const std::string &axis = "x",
+                                bool floor_by_conversion = false) {
     using namespace Halide;
     coordinate = stage(coordinate, "location_" + axis);
     Expr counts = !is_nan(coordinate);
@@ -127,6 +147,13 @@ inline NearestAxis nearest_axis(Expr coordinate, const Expr &size, const Expr &n
     // than 2^24 has no exact float for size - 1.
     const Type type = coordinate.type();  // float32, or float64 for float64 storage
     Expr safe = select(counts, clamp(coordinate, cast(type, 0), cast(type, size - 1)), cast(type, 0));
+    if (floor_by_conversion) {
+        Expr down = floor_as_int(safe);
+        Expr fraction = safe - cast(type, down);  // exact, as bilinear_axis's
+        Expr half = cast(type, 0.5f);
+        Expr up = fraction > half || (fraction == half && (down & 1) == 1);
+        return {clamp(select(nearest && up, down + 1, down), 0, size - 1), counts};
+    }
     Expr rounded = select(nearest, round(safe), floor(safe));  // Halide's round: ties to even
     return {clamp(cast<int32_t>(rounded), 0, size - 1), counts};
 }

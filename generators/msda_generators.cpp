@@ -187,6 +187,8 @@ protected:
         in.nearest = nearest;
         in.storage = storage;
         in.locations_storage = locations;
+        const Target target = this->get_target();
+        in.floor_by_conversion = target.arch == Target::X86 && !target.has_feature(Target::SSE41);
         return in;
     }
 
