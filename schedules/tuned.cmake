@@ -12,8 +12,11 @@
 msda_tuned(avx2 forward vector_width=16 tasks_per_batch=128 point_sums=2 table_lanes=8)
 # msda sweep 2026-12-07 night on AMD EPYC (Zen 5), the corrected harness, scatter_levels=1 pinned: G 1.89x M0 1.82x the shipped speed; msda_ab: docs/performance-log.md (was: vector_width=16 fill_rows=64)
 msda_tuned(avx2 grad_value fill_rows=64 unroll_channels=0 table_stages=1 table_lanes=4 scatter_levels=1)
-# msda sweep 2026-12-07 on AMD EPYC, candidate #29: G 1.08x M0 1.08x the shipped speed (was: query_tile=32 flat_rows=0 table_lanes=16; the winner #57's vector_width=4 query_tile=32 tasks_per_batch=128 made the shipped G uniform backward 1.05x slower)
-msda_tuned(avx2 grad_sample dot_lanes=4 table_stages=1 table_lanes=8)
+# 2026-12-07 late night on AMD EPYC (Zen 5): the family's dot lanes (8) and table lanes (8), counted by callgrind
+# (92.5 -> 75.6 instructions a sample, JIT) and timed by msda_ab against the row before, both orders: M0 local
+# 0.74-0.78x, G local 0.86-0.89x, G uniform 0.83-0.86x, X and L1 local 0.78-0.84x; docs/performance-log.md
+# (was: dot_lanes=4 table_stages=1 table_lanes=8, from a sweep on the harness corrected since)
+msda_tuned(avx2 grad_sample dot_lanes=8 table_lanes=8)
 # msda sweep 2026-12-06 on AMD EPYC: G 1.00x M0 1.06x the shipped speed (was: family defaults)
 msda_tuned(avx512_skylake forward specialize_usual=0 table_lanes=8)
 # msda sweep 2026-12-06 on AMD EPYC: G 1.07x M0 1.05x the shipped speed (was: family defaults)
