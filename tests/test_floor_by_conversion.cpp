@@ -77,8 +77,9 @@ std::vector<std::int32_t> floor_by_conversion(const std::vector<T> &values) {
     return std::vector<std::int32_t>(out.begin(), out.end());
 }
 
-TEST(FloorByConversion, IsTheFloorOfEveryFloatAboveMinusOneAndBelowTwoTo31) {
-    const std::vector<float> values = edge_and_random_values<float>(2147483648.0f);
+// Every value's floor_as_int against std::floor.
+template <typename T>
+void expect_floors(const std::vector<T> &values, const char *what) {
     const std::vector<std::int32_t> floors = floor_by_conversion(values);
     int wrong = 0;
     for (size_t k = 0; k < values.size(); k++) {
@@ -87,20 +88,15 @@ TEST(FloorByConversion, IsTheFloorOfEveryFloatAboveMinusOneAndBelowTwoTo31) {
             ADD_FAILURE() << "floor_as_int(" << values[k] << ") = " << floors[k] << ", floor is " << expected;
         }
     }
-    EXPECT_EQ(wrong, 0) << "of " << values.size() << " floats";
+    EXPECT_EQ(wrong, 0) << "of " << values.size() << " " << what;
+}
+
+TEST(FloorByConversion, IsTheFloorOfEveryFloatAboveMinusOneAndBelowTwoTo31) {
+    expect_floors(edge_and_random_values<float>(2147483648.0f), "floats");
 }
 
 TEST(FloorByConversion, IsTheFloorOfEveryDoubleAboveMinusOneAndBelowTwoTo31) {
-    const std::vector<double> values = edge_and_random_values<double>(2147483648.0);
-    const std::vector<std::int32_t> floors = floor_by_conversion(values);
-    int wrong = 0;
-    for (size_t k = 0; k < values.size(); k++) {
-        const auto expected = static_cast<std::int64_t>(std::floor(values[k]));
-        if (floors[k] != expected && wrong++ < 10) {
-            ADD_FAILURE() << "floor_as_int(" << values[k] << ") = " << floors[k] << ", floor is " << expected;
-        }
-    }
-    EXPECT_EQ(wrong, 0) << "of " << values.size() << " doubles";
+    expect_floors(edge_and_random_values<double>(2147483648.0), "doubles");
 }
 
 // GKA's axis: the index nearest_axis reads, by conversion and by Halide's
