@@ -33,3 +33,9 @@ msda_tuned(avx512_zen4 grad_value unroll_channels=0 scatter_levels=1)
 msda_tuned(avx512_zen4 grad_sample vector_width=32 query_tile=32 tasks_per_batch=128 dot_lanes=16 table_lanes=8)
 # msda sweep 2026-12-06 on AMD EPYC: G 1.02x M0 1.03x the shipped speed (was: family defaults)
 msda_tuned(x86-64 forward point_sums=2)
+# 2026-12-07 late night on AMD EPYC (Zen 5), x86-64's first backward rows, chosen by callgrind's count (JIT, M0
+# local: grad_sample 256.5 -> 236.2 instructions a sample, grad_value 270.1 -> 265.1) and timed by msda_ab against
+# the family defaults, both orders, 7 rounds, same bits: grad_sample M0 local 0.90-0.91x, G local 0.92-1.01x, G
+# uniform 0.95-1.05x; grad_value M0 and G local 0.98-1.00x; docs/performance-log.md (was: family defaults)
+msda_tuned(x86-64 grad_sample table_stages=1 table_lanes=16 flat_rows=0)
+msda_tuned(x86-64 grad_value table_lanes=16)
